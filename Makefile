@@ -1,0 +1,46 @@
+# Two commands set everything up: `make demo` and `make test`. Each installs what
+# it needs first (Debian packages when missing, then the .venv) and is idempotent.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DEBIAN_PACKAGES := xvfb socat xdotool x11-utils ffmpeg scrot imagemagick
+# How many pytest-xdist workers; the machines this runs on have two cores.
+WORKERS ?= auto
+
+.PHONY: demo test lint system-deps venv bench clean
+
+demo: venv
+	$(PY) -m tetherbed demo
+
+test: venv system-deps
+	$(VENV)/bin/ruff check .
+	TESTCONTAINERS_RYUK_DISABLED=true $(PY) -m pytest -n $(WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: venv
+	$(PY) bench/relay.py
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+# Installs the Debian packages that are missing; a no-op when all are present.
+system-deps:
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The machine agent ("shim"): protocol core, operations, and the asyncio runtime."""

@@ -1,0 +1,39 @@
+"""Agent configuration (local policy) and the limits in force on a connection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tetherbed.wire import limits
+from tetherbed.wire.messages import HelloAck
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Limits in force on one connection: the lower of local policy and HELLO_ACK."""
+
+    max_file_size_bytes: int = limits.DEFAULT_MAX_FILE_SIZE_BYTES
+    command_timeout_seconds: float = limits.DEFAULT_COMMAND_TIMEOUT_SECONDS
+    max_concurrent: int = limits.DEFAULT_MAX_CONCURRENT
+
+    def narrowed_by(self, ack: HelloAck) -> Limits:
+        """The platform can lower a ceiling but never raise it past local policy."""
+        return Limits(
+            max_file_size_bytes=min(self.max_file_size_bytes, ack.max_file_size_bytes),
+            command_timeout_seconds=min(self.command_timeout_seconds, ack.command_timeout_seconds),
+            max_concurrent=min(self.max_concurrent, ack.max_concurrent),
+        )
+
+
+@dataclass(slots=True)
+class AgentConfig:
+    """Everything an agent process is told on its command line."""
+
+    hub_url: str
+    token: str
+    root: str
+    session_id: str | None = None
+    machine_id: str = ""
+    enable_shell: bool = False
+    local_limits: Limits = field(default_factory=Limits)
+    shim_version: str = "0.1.0"

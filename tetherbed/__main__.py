@@ -1,0 +1,3 @@
+from tetherbed.cli import main
+
+raise SystemExit(main())

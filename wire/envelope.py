@@ -1,0 +1,116 @@
+"""The JSON envelope around every message, and its decoding and encoding.
+
+Decoding is two-staged: the envelope first, with the payload kept as raw bytes,
+then the payload by type. The hub's relay path only ever does the first stage,
+so it reads the fields it routes on and copies the payload untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from tetherbed.wire.codes import ExtensionCode
+from tetherbed.wire.errors import WireError
+from tetherbed.wire.limits import FRAME_LIMIT_BYTES
+from tetherbed.wire.messages import PAYLOAD_MODELS, MessageType, Payload
+
+EMPTY_PAYLOAD = msgspec.Raw(b"{}")
+
+
+class Envelope(msgspec.Struct, omit_defaults=True):
+    """A received frame. `payload` stays undecoded until `decode_payload`."""
+
+    type: str
+    id: str | None
+    ts: float | None = None
+    version: str | None = None
+    pending_capacity: int | None = None
+    payload: msgspec.Raw = EMPTY_PAYLOAD
+
+
+class _OutEnvelope(msgspec.Struct, omit_defaults=True):
+    type: str
+    id: str | None
+    ts: float
+    version: str
+    pending_capacity: int | None = None
+    payload: Any = None
+
+
+class _IdProbe(msgspec.Struct):
+    id: Any = None
+
+
+_envelope_decoder = msgspec.json.Decoder(Envelope)
+_probe_decoder = msgspec.json.Decoder(_IdProbe)
+_payload_decoders = {t: msgspec.json.Decoder(model) for t, model in PAYLOAD_MODELS.items()}
+_encoder = msgspec.json.Encoder()
+
+
+def decode_envelope(data: bytes | str, *, limit: int = FRAME_LIMIT_BYTES) -> Envelope:
+    """Decode a frame's envelope, or raise WireError with the best id available."""
+    if len(data) > limit:
+        raise WireError(
+            ExtensionCode.FRAME_TOO_LARGE,
+            f"frame of {len(data)} bytes exceeds the {limit}-byte limit",
+        )
+    try:
+        return _envelope_decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise WireError(
+            ExtensionCode.INVALID_MESSAGE, f"invalid envelope: {exc}", request_id=_probe_id(data)
+        ) from None
+    except msgspec.DecodeError as exc:
+        raise WireError(ExtensionCode.INVALID_MESSAGE, f"malformed JSON: {exc}") from None
+
+
+def _probe_id(data: bytes | str) -> str | None:
+    try:
+        found = _probe_decoder.decode(data).id
+    except msgspec.MsgspecError:
+        return None
+    return found if isinstance(found, str) else None
+
+
+def message_type(envelope: Envelope) -> MessageType:
+    """The envelope's type as a known MessageType, or UNKNOWN_MESSAGE_TYPE."""
+    try:
+        return MessageType(envelope.type)
+    except ValueError:
+        raise WireError(
+            ExtensionCode.UNKNOWN_MESSAGE_TYPE,
+            f"unknown message type {envelope.type!r}",
+            request_id=envelope.id,
+        ) from None
+
+
+def decode_payload(envelope: Envelope, expected: MessageType | None = None) -> Payload:
+    """Decode the payload by the envelope's type (unknown fields are ignored)."""
+    kind = message_type(envelope) if expected is None else expected
+    try:
+        return _payload_decoders[kind].decode(envelope.payload)
+    except msgspec.ValidationError as exc:
+        raise WireError(
+            ExtensionCode.INVALID_MESSAGE, f"invalid {kind} payload: {exc}", request_id=envelope.id
+        ) from None
+    except msgspec.DecodeError as exc:  # pragma: no cover - Raw is already valid JSON
+        raise WireError(ExtensionCode.INVALID_MESSAGE, str(exc), request_id=envelope.id) from None
+
+
+def encode_message(
+    kind: str,
+    request_id: str | None,
+    payload: Payload | msgspec.Raw | dict[str, Any],
+    *,
+    ts: float,
+    version: str,
+    pending_capacity: int | None = None,
+) -> bytes:
+    """Encode one frame. A Raw payload is copied byte for byte."""
+    return _encoder.encode(_OutEnvelope(kind, request_id, ts, version, pending_capacity, payload))
+
+
+def encode_payload(payload: Payload) -> bytes:
+    return _encoder.encode(payload)
