@@ -1,0 +1,69 @@
+"""Runs admitted requests: maps a message type to the code that performs it.
+
+File operations are blocking system calls, so they run in worker threads by
+default; the simulator sets `offload=False` to keep everything on its one
+deterministic loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping
+
+from tetherbed.agent.config import Limits
+from tetherbed.agent.files import FILE_OPERATIONS
+from tetherbed.agent.path_jail import PathJail
+from tetherbed.agent.shell import run_command
+from tetherbed.clock import Clock
+from tetherbed.wire.codes import ErrorCode
+from tetherbed.wire.errors import ProtocolError
+from tetherbed.wire.messages import ExecuteCommand, MessageType, Payload
+
+log = logging.getLogger(__name__)
+
+Reply = tuple[MessageType, Payload]
+
+
+class Operations:
+    """The data-plane operations of one agent, bound to its allowed root."""
+
+    def __init__(
+        self,
+        *,
+        root: str,
+        clock: Clock,
+        agent_env: Mapping[str, str] | None = None,
+        offload: bool = True,
+    ) -> None:
+        self.jail = PathJail(root)
+        self.limits = Limits()
+        self._clock = clock
+        self._agent_env = dict(os.environ if agent_env is None else agent_env)
+        self._offload = offload
+
+    @property
+    def root(self) -> str:
+        return self.jail.root
+
+    async def run(self, kind: MessageType, payload: Payload) -> Reply:
+        """Perform one request; raises ProtocolError with the spec's code."""
+        if kind is MessageType.EXECUTE_COMMAND:
+            assert isinstance(payload, ExecuteCommand)
+            cwd = self.jail.resolve_directory(payload.cwd)
+            result = await run_command(
+                payload, cwd=cwd, limits=self.limits, agent_env=self._agent_env, clock=self._clock
+            )
+            return MessageType.COMMAND_RESULT, result
+        entry = FILE_OPERATIONS.get(kind)
+        if entry is None:
+            raise ProtocolError(
+                ErrorCode.FEATURE_NOT_SUPPORTED, f"this agent does not implement {kind}"
+            )
+        response_kind, operation = entry
+        if self._offload:
+            response = await asyncio.to_thread(operation, payload, self.jail, self.limits)
+        else:
+            response = operation(payload, self.jail, self.limits)
+        return response_kind, response

@@ -1,0 +1,274 @@
+"""The agent's asyncio driver: connect, serve, reconnect with backoff, or stop.
+
+Everything protocol-shaped is decided by `AgentProtocol`; this module only
+moves frames between it and a transport, runs operations as tasks, and keeps
+the reconnect schedule. Transport, clock, sleep and randomness are injected so
+the simulator can run it in virtual time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from tetherbed.agent.actions import Action, Close, Log, Ready, Revoked, Run, Send
+from tetherbed.agent.backoff import HEALTHY_AFTER_SECONDS, Backoff
+from tetherbed.agent.config import AgentConfig
+from tetherbed.agent.exit_codes import AgentExit, exit_for_close
+from tetherbed.agent.hello import build_hello, default_machine_id
+from tetherbed.agent.operations import Operations
+from tetherbed.agent.protocol import AgentProtocol
+from tetherbed.clock import Clock, SystemClock
+from tetherbed.transport import Connector, MessageTransport, TransportClosed, UpgradeRefused
+from tetherbed.wire.codes import CloseCode, ErrorCode, is_fatal_close
+from tetherbed.wire.errors import ProtocolError
+from tetherbed.wire.messages import Capability
+
+log = logging.getLogger("tetherbed.agent")
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Why the agent stopped for good."""
+
+    exit_code: AgentExit
+    reason: str
+
+
+@dataclass(slots=True)
+class _Served:
+    """How one connection ended."""
+
+    handshake_done: bool = False
+    healthy: bool = False
+    stop: Stop | None = None
+    close_code: int | None = None
+
+
+class AgentRuntime:
+    """Keeps one agent connected to its hub until a fatal event or `shutdown()`."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        connector: Connector,
+        clock: Clock | None = None,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+        new_id: Callable[[], str] | None = None,
+        operations: Operations | None = None,
+        healthy_after: float = HEALTHY_AFTER_SECONDS,
+    ) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.connector = connector
+        self.backoff = Backoff(rng or random.Random())
+        self.operations = operations or Operations(root=config.root, clock=self.clock)
+        self.machine_id = config.machine_id or default_machine_id()
+        self._sleep = sleep
+        self._new_id = new_id or (lambda: str(uuid.uuid4()))
+        self._healthy_after = healthy_after
+        self._shutdown = asyncio.Event()
+        self._transport: MessageTransport | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        #: Delays chosen between attempts, in order (the history reads this).
+        self.delays: list[float] = []
+
+    @property
+    def url(self) -> str:
+        base = self.config.hub_url.rstrip("/")
+        if self.config.session_id is None:
+            return f"{base}/ws/local-executor"
+        return f"{base}/ws/local-executor/{self.config.session_id}"
+
+    def capabilities(self) -> list[Capability]:
+        caps = [Capability.FILES]
+        if self.config.enable_shell:
+            caps.append(Capability.SHELL)
+        return caps
+
+    async def run(self) -> Stop:
+        """Connect and serve until a fatal close, a revocation, or shutdown()."""
+        while True:
+            served = await self._attempt()
+            if served.stop is not None:
+                return served.stop
+            if self._shutdown.is_set():
+                return Stop(AgentExit.OK, "stopped")
+            if served.healthy:
+                self.backoff.reset()
+            delay = self.backoff.next_delay()
+            self.delays.append(delay)
+            log.info("reconnecting in %.2f s (attempt %d)", delay, self.backoff.attempt)
+            await self._pause(delay)
+            if self._shutdown.is_set():
+                return Stop(AgentExit.OK, "stopped")
+
+    async def _pause(self, delay: float) -> None:
+        """Sleep for `delay`, or less if shutdown() is called meanwhile."""
+        sleeper = asyncio.ensure_future(self._sleep(delay))
+        stopper = asyncio.ensure_future(self._shutdown.wait())
+        try:
+            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            stopper.cancel()
+
+    async def shutdown(self) -> None:
+        """Close the connection cleanly (1000) and stop reconnecting."""
+        self._shutdown.set()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._transport is not None:
+            with contextlib.suppress(Exception):
+                await self._transport.close(CloseCode.NORMAL, "agent shutting down")
+
+    # --- one connection ----------------------------------------------------
+
+    async def _attempt(self) -> _Served:
+        headers = {"Authorization": f"Bearer {self.config.token}"}
+        try:
+            transport = await self.connector(self.url, headers)
+        except UpgradeRefused as exc:
+            if exc.status in (401, 403):
+                return _Served(stop=Stop(AgentExit.AUTH_REFUSED, _refusal_text(exc)))
+            log.warning("hub refused the upgrade: HTTP %d", exc.status)
+            return _Served()
+        except (OSError, TimeoutError) as exc:
+            log.warning("cannot reach hub at %s: %s", self.url, exc)
+            return _Served()
+        self._transport = transport
+        try:
+            return await self._serve(transport)
+        finally:
+            self._transport = None
+
+    async def _serve(self, transport: MessageTransport) -> _Served:
+        hello = build_hello(
+            machine_id=self.machine_id,
+            shim_version=self.config.shim_version,
+            capabilities=self.capabilities(),
+            allowed_root=self.operations.root if self.config.session_id else None,
+        )
+        protocol = AgentProtocol(
+            hello=hello,
+            local_limits=self.config.local_limits,
+            clock=self.clock,
+            new_id=self._new_id,
+            session_id=self.config.session_id,
+        )
+        served = _Served()
+        ready_at: float | None = None
+        timer = asyncio.ensure_future(self._status_timer(protocol, transport, served))
+        try:
+            await transport.send(protocol.start().data)
+            while served.stop is None:
+                data = await transport.recv()
+                actions = protocol.receive(data)
+                for action in actions:
+                    if isinstance(action, Ready):
+                        ready_at = self.clock.monotonic()
+                        served.handshake_done = True
+                        self.operations.limits = protocol.limits
+                        log.info(
+                            "connected to %s (protocol %s, granted %s)",
+                            self.url,
+                            action.version,
+                            ",".join(action.ack.granted_capabilities),
+                        )
+                await self._perform(actions, protocol, transport, served)
+        except TransportClosed as exc:
+            served.close_code = exc.code
+            if served.stop is None and is_fatal_close(exc.code):
+                served.stop = Stop(exit_for_close(exc.code), _close_text(exc))
+            elif served.stop is None and not self._shutdown.is_set():
+                log.warning("connection lost: %s", exc)
+        finally:
+            protocol.connection_lost()
+            timer.cancel()
+        if ready_at is not None and self.clock.monotonic() - ready_at >= self._healthy_after:
+            served.healthy = True
+        return served
+
+    async def _perform(
+        self,
+        actions: list[Action],
+        protocol: AgentProtocol,
+        transport: MessageTransport,
+        served: _Served,
+    ) -> None:
+        for action in actions:
+            if isinstance(action, Send):
+                await transport.send(action.data)
+            elif isinstance(action, Run):
+                task = asyncio.ensure_future(self._operate(action, protocol, transport, served))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            elif isinstance(action, Close):
+                if action.fatal:
+                    served.stop = Stop(AgentExit(action.exit_code), action.reason)
+                    log.error("%s", action.reason)
+                with contextlib.suppress(Exception):
+                    await transport.close(action.code, action.reason[:120])
+                raise TransportClosed(action.code, action.reason)
+            elif isinstance(action, Revoked):
+                log.error(
+                    "SESSION_REVOKED: reason=%s new_shim_machine_id=%s",
+                    action.reason,
+                    action.new_shim_machine_id,
+                )
+            elif isinstance(action, Log):
+                log.log(logging.getLevelName(action.level.upper()), "%s", action.message)
+
+    async def _operate(
+        self, run: Run, protocol: AgentProtocol, transport: MessageTransport, served: _Served
+    ) -> None:
+        try:
+            kind, payload = await self.operations.run(run.kind, run.payload)
+            actions = protocol.complete(run.request_id, kind, payload)
+        except ProtocolError as exc:
+            actions = protocol.fail(run.request_id, exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("operation %s failed", run.kind)
+            actions = protocol.fail(
+                run.request_id,
+                ProtocolError(ErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"),
+            )
+        with contextlib.suppress(TransportClosed):
+            await self._perform(actions, protocol, transport, served)
+
+    async def _status_timer(
+        self, protocol: AgentProtocol, transport: MessageTransport, served: _Served
+    ) -> None:
+        with contextlib.suppress(TransportClosed):
+            while True:
+                deadline = protocol.next_deadline()
+                wait = 1.0 if deadline is None else max(deadline - self.clock.monotonic(), 0.0)
+                await self._sleep(wait)
+                await self._perform(protocol.on_timer(), protocol, transport, served)
+
+
+def _close_text(exc: TransportClosed) -> str:
+    name = CloseCode(exc.code).name if exc.code in CloseCode._value2member_map_ else str(exc.code)
+    reason = exc.reason
+    with contextlib.suppress(ValueError, TypeError):
+        parsed = json.loads(reason)
+        if isinstance(parsed, dict):
+            reason = ", ".join(f"{k}={v}" for k, v in parsed.items())
+    return f"hub closed the connection with {exc.code} {name}" + (f": {reason}" if reason else "")
+
+
+def _refusal_text(exc: UpgradeRefused) -> str:
+    detail = exc.body.decode("utf-8", "replace")[:200] if exc.body else ""
+    return f"hub refused the token (HTTP {exc.status}) {detail}".rstrip()

@@ -1,0 +1,1 @@
+"""The hub: platform side of the protocol and the client relay."""

@@ -1,0 +1,60 @@
+"""Hub configuration: the limits and policy it grants to agents."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from tetherbed.wire import limits
+from tetherbed.wire.messages import Capability
+
+
+class OwnershipPolicy(StrEnum):
+    """How the hub settles two agents claiming one session (docs/spec-notes.md)."""
+
+    #: The reference reading: same machine takes over (old gets SESSION_REVOKED
+    #: then 4427); a different machine is refused with 4427 after its HELLO.
+    REFERENCE = "reference"
+    #: The close-code table's reading taken literally: 4427 always evicts the
+    #: *old* connection, whichever machine the newcomer is on.
+    EVICT_OLD = "evict-old"
+    #: Deliberately broken: silent last-write-wins, the v0 behaviour the spec
+    #: warns about. Exists so the checkers can be shown to catch it.
+    LAST_WRITE_WINS = "last-write-wins"
+
+
+#: Capabilities the hub grants when the agent advertises them. Recording is a
+#: reserved preview and is never granted.
+DEFAULT_GRANTS = frozenset(
+    {
+        Capability.DIRECTORY_BROWSE,
+        Capability.SHELL,
+        Capability.FILES,
+        Capability.COMPUTER_USE,
+        Capability.LOCAL_LLM,
+        Capability.HARDWARE_SERIAL,
+        Capability.HARDWARE_USB,
+        Capability.HARDWARE_GPIO,
+    }
+)
+
+
+@dataclass(slots=True)
+class HubConfig:
+    max_file_size_bytes: int = limits.DEFAULT_MAX_FILE_SIZE_BYTES
+    command_timeout_seconds: int = limits.DEFAULT_COMMAND_TIMEOUT_SECONDS
+    max_concurrent: int = limits.DEFAULT_MAX_CONCURRENT
+    grants: frozenset[str] = field(default_factory=lambda: frozenset(map(str, DEFAULT_GRANTS)))
+    ping_interval: float = limits.PING_INTERVAL_SECONDS
+    pong_timeout: float = limits.PONG_TIMEOUT_SECONDS
+    #: An agent must send HELLO this soon after the upgrade.
+    hello_timeout: float = 10.0
+    #: Requests held per session while the agent has no free slot.
+    queue_limit: int = 256
+    ownership: OwnershipPolicy = OwnershipPolicy.REFERENCE
+    protocol_version: str = "1.1"
+
+    def __post_init__(self) -> None:
+        for name in ("max_file_size_bytes", "command_timeout_seconds", "max_concurrent"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")

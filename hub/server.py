@@ -1,0 +1,263 @@
+"""The hub's aiohttp driver: one application, one port, for agents and clients.
+
+Authentication and the SQLite lookups happen here, before an upgrade is
+accepted, so a refused peer never gets to send a payload. Everything after the
+upgrade is decided by `HubCore`; this module moves frames and timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Iterable
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from tetherbed.clock import SystemClock
+from tetherbed.hub.actions import Close, HubAction, Send
+from tetherbed.hub.config import HubConfig
+from tetherbed.hub.core import HubCore
+from tetherbed.hub.store import HubStore, TokenKind
+from tetherbed.wire.codes import CloseCode, ErrorCode, ExtensionCode
+from tetherbed.wire.limits import FRAME_LIMIT_BYTES
+
+log = logging.getLogger("tetherbed.hub")
+
+
+def _bearer(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def _refuse(status: int, code: str, message: str) -> web.Response:
+    return web.json_response({"error": {"code": code, "message": message}}, status=status)
+
+
+class HubServer:
+    """Owns the core, the store and the aiohttp application."""
+
+    def __init__(self, config: HubConfig, store: HubStore) -> None:
+        self.config = config
+        self.store = store
+        self.core = HubCore(config, SystemClock())
+        self.app = web.Application()
+        self.app.add_routes(
+            [
+                web.get("/ws/local-executor", self._agent_control),
+                web.get("/ws/local-executor/{session_id}", self._agent_data),
+                web.get("/v1/sessions/{session_id}/client", self._client),
+                web.post("/v1/sessions", self._create_session),
+                web.get("/v1/sessions", self._list_sessions),
+                web.post("/v1/sessions/{session_id}/revoke", self._revoke_session),
+                web.get("/healthz", self._healthz),
+                web.get("/metrics", self._metrics),
+            ]
+        )
+        self.app.on_shutdown.append(self._on_shutdown)
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+        self._sockets: set[web.WebSocketResponse] = set()
+        self._closing: set[asyncio.Task[Any]] = set()
+        self.relayed = 0
+
+    # --- agents ------------------------------------------------------------
+
+    async def _agent_control(self, request: web.Request) -> web.StreamResponse:
+        return await self._agent(request, None)
+
+    async def _agent_data(self, request: web.Request) -> web.StreamResponse:
+        return await self._agent(request, request.match_info["session_id"])
+
+    async def _agent(self, request: web.Request, session_id: str | None) -> web.StreamResponse:
+        user = self.store.authenticate(_bearer(request), TokenKind.AGENT)
+        if user is None:
+            return _refuse(401, ErrorCode.AUTH_FAILED, "missing or invalid agent token")
+        if session_id is not None and not self.store.claim_session(session_id, user):
+            return _refuse(403, ExtensionCode.SESSION_NOT_FOUND, "session belongs to another user")
+        ws = await self._upgrade(request)
+        link = self.core.agent_opened(ws, user=user, session_id=session_id)
+        self._reschedule()
+        try:
+            async for message in ws:
+                if message.type is WSMsgType.TEXT or message.type is WSMsgType.BINARY:
+                    await self._apply(self.core.agent_frame(link, message.data))
+                    if link.state.name != "READY":
+                        self._reschedule()
+        finally:
+            await self._apply(self.core.agent_closed(link, ws.close_code))
+            self._sockets.discard(ws)
+        return ws
+
+    # --- clients -----------------------------------------------------------
+
+    async def _client(self, request: web.Request) -> web.StreamResponse:
+        user = self.store.authenticate(_bearer(request), TokenKind.CLIENT)
+        if user is None:
+            return _refuse(401, ErrorCode.AUTH_FAILED, "missing or invalid client token")
+        session_id = request.match_info["session_id"]
+        record = self.store.session(session_id)
+        if record is None or record.user != user:
+            # The same answer whether it is missing or someone else's.
+            return _refuse(404, ExtensionCode.SESSION_NOT_FOUND, f"no session {session_id}")
+        ws = await self._upgrade(request)
+        client = self.core.client_opened(ws, user=user, session_id=session_id)
+        core_frame = self.core.client_frame
+        apply = self._apply
+        try:
+            async for message in ws:
+                if message.type is WSMsgType.TEXT or message.type is WSMsgType.BINARY:
+                    self.relayed += 1
+                    await apply(core_frame(client, message.data))
+        finally:
+            await self._apply(self.core.client_closed(client))
+            self._sockets.discard(ws)
+        return ws
+
+    # --- plain HTTP --------------------------------------------------------
+
+    def _client_user(self, request: web.Request) -> str | None:
+        return self.store.authenticate(_bearer(request), TokenKind.CLIENT)
+
+    async def _create_session(self, request: web.Request) -> web.Response:
+        user = self._client_user(request)
+        if user is None:
+            return _refuse(401, ErrorCode.AUTH_FAILED, "missing or invalid client token")
+        record = self.store.create_session(user)
+        return web.json_response({"session_id": record.session_id}, status=201)
+
+    async def _list_sessions(self, request: web.Request) -> web.Response:
+        user = self._client_user(request)
+        if user is None:
+            return _refuse(401, ErrorCode.AUTH_FAILED, "missing or invalid client token")
+        sessions = []
+        for record in self.store.sessions_of(user):
+            live = self.core.sessions.get(record.session_id)
+            owner = live.owner if live is not None else None
+            sessions.append(
+                {
+                    "session_id": record.session_id,
+                    "created": record.created,
+                    "connected": owner is not None,
+                    "machine_id": owner.machine_id if owner is not None else None,
+                }
+            )
+        return web.json_response({"sessions": sessions})
+
+    async def _revoke_session(self, request: web.Request) -> web.Response:
+        user = self._client_user(request)
+        if user is None:
+            return _refuse(401, ErrorCode.AUTH_FAILED, "missing or invalid client token")
+        session_id = request.match_info["session_id"]
+        record = self.store.session(session_id)
+        if record is None or record.user != user:
+            return _refuse(404, ExtensionCode.SESSION_NOT_FOUND, f"no session {session_id}")
+        actions = self.core.revoke(session_id)
+        self.store.mark_revoked(session_id)
+        await self._apply(actions)
+        return web.json_response({"session_id": session_id, "revoked": bool(actions)})
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"ok": True, "agents": len(self.core.agents)})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        owners = sum(1 for s in self.core.sessions.values() if s.owner is not None)
+        lines = [
+            "# TYPE tetherbed_hub_agents gauge",
+            f"tetherbed_hub_agents {len(self.core.agents)}",
+            "# TYPE tetherbed_hub_sessions_owned gauge",
+            f"tetherbed_hub_sessions_owned {owners}",
+            "# TYPE tetherbed_hub_client_frames_total counter",
+            f"tetherbed_hub_client_frames_total {self.relayed}",
+        ]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+    # --- plumbing ----------------------------------------------------------
+
+    async def _upgrade(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(
+            compress=False,
+            max_msg_size=FRAME_LIMIT_BYTES,
+            autoping=True,
+            heartbeat=None,
+            decode_text=False,
+        )
+        await ws.prepare(request)
+        self._sockets.add(ws)
+        return ws
+
+    async def _apply(self, actions: Iterable[HubAction]) -> None:
+        for action in actions:
+            if type(action) is Send:
+                peer = action.peer
+                if not peer.closed:
+                    try:
+                        await peer.send_frame(action.data, WSMsgType.TEXT)
+                    except (ConnectionError, RuntimeError):
+                        pass  # the peer's own loop sees the close and cleans up
+            elif isinstance(action, Close):
+                # Do not wait for the peer's close handshake in this loop.
+                task = asyncio.ensure_future(self._close(action.peer, action.code, action.reason))
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+
+    @staticmethod
+    async def _close(peer: web.WebSocketResponse, code: int, reason: str) -> None:
+        with contextlib.suppress(Exception):
+            await peer.close(code=code, message=reason.encode("utf-8")[:123])
+
+    def _reschedule(self) -> None:
+        deadline = self.core.next_deadline()
+        if deadline is None or (self._timer_at is not None and self._timer_at <= deadline):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer_at = deadline
+        self._timer = loop.call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        actions = self.core.on_timer()
+        if actions:
+            task = asyncio.ensure_future(self._apply(actions))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        self._reschedule()
+
+    async def _on_shutdown(self, app: web.Application) -> None:
+        """SIGTERM: every agent gets 4429, then the process exits."""
+        agents = [
+            self._close(a.peer, a.code, a.reason)
+            for a in self.core.shutdown()
+            if isinstance(a, Close)
+        ]
+        await asyncio.gather(*agents)
+        others = [
+            self._close(ws, CloseCode.GOING_AWAY, "hub shutting down") for ws in self._sockets
+        ]
+        await asyncio.gather(*others)
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+async def serve(config: HubConfig, store: HubStore, host: str, port: int) -> None:
+    """Run until SIGTERM/SIGINT; print the bound address once listening."""
+    server = HubServer(config, store)
+    runner = web.AppRunner(server.app, handle_signals=False, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    await site.start()
+    bound = runner.addresses[0] if runner.addresses else (host, port)
+    print(f"tetherbed hub listening on ws://{bound[0]}:{bound[1]}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await runner.cleanup()

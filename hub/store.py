@@ -1,0 +1,151 @@
+"""The hub's durable state in SQLite: users, bearer tokens, sessions.
+
+Tokens are stored only as SHA-256 hashes: a leaked database reveals no
+credential. All calls are quick single-row statements, made from the event
+loop thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS users (
+    name TEXT PRIMARY KEY,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tokens (
+    sha256 TEXT PRIMARY KEY,
+    user TEXT NOT NULL REFERENCES users(name),
+    kind TEXT NOT NULL CHECK (kind IN ('agent', 'client')),
+    created REAL NOT NULL,
+    revoked INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    user TEXT NOT NULL REFERENCES users(name),
+    created REAL NOT NULL,
+    revoked INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+DATABASE_NAME = "hub.sqlite3"
+
+
+class TokenKind(StrEnum):
+    AGENT = "agent"
+    CLIENT = "client"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    session_id: str
+    user: str
+    created: float
+    revoked: bool
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+class HubStore:
+    """Open (and create) the database in `state_dir`, or in memory for ":memory:"."""
+
+    def __init__(self, state_dir: str | Path) -> None:
+        if str(state_dir) == ":memory:":
+            target = ":memory:"
+        else:
+            directory = Path(state_dir)
+            directory.mkdir(parents=True, exist_ok=True)
+            target = str(directory / DATABASE_NAME)
+        self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # --- users and tokens --------------------------------------------------
+
+    def create_token(self, user: str, kind: TokenKind | str) -> str:
+        """Mint a bearer token for `user` (created if new); only its hash is kept."""
+        kind = TokenKind(kind)
+        if not user or len(user) > 128:
+            raise ValueError("user name must be 1-128 characters")
+        token = f"tb_{kind.value[0]}_{secrets.token_urlsafe(32)}"
+        now = time.time()
+        with self._db:
+            self._db.execute("INSERT OR IGNORE INTO users VALUES (?, ?)", (user, now))
+            self._db.execute(
+                "INSERT INTO tokens (sha256, user, kind, created) VALUES (?, ?, ?, ?)",
+                (hash_token(token), user, kind.value, now),
+            )
+        return token
+
+    def authenticate(self, token: str | None, kind: TokenKind) -> str | None:
+        """The user a live token of this kind belongs to, or None."""
+        if not token:
+            return None
+        row = self._db.execute(
+            "SELECT user FROM tokens WHERE sha256 = ? AND kind = ? AND revoked = 0",
+            (hash_token(token), kind.value),
+        ).fetchone()
+        return row[0] if row else None
+
+    def revoke_token(self, token: str) -> bool:
+        with self._db:
+            cursor = self._db.execute(
+                "UPDATE tokens SET revoked = 1 WHERE sha256 = ?", (hash_token(token),)
+            )
+        return cursor.rowcount > 0
+
+    # --- sessions ----------------------------------------------------------
+
+    def create_session(self, user: str, session_id: str | None = None) -> SessionRecord:
+        session_id = session_id or str(uuid.uuid4())
+        now = time.time()
+        with self._db:
+            self._db.execute("INSERT OR IGNORE INTO users VALUES (?, ?)", (user, now))
+            self._db.execute(
+                "INSERT INTO sessions (id, user, created) VALUES (?, ?, ?)",
+                (session_id, user, now),
+            )
+        return SessionRecord(session_id, user, now, False)
+
+    def claim_session(self, session_id: str, user: str) -> bool:
+        """An agent of `user` names `session_id`: create it, or confirm it is theirs."""
+        existing = self.session(session_id)
+        if existing is None:
+            try:
+                self.create_session(user, session_id)
+            except sqlite3.IntegrityError:  # created meanwhile by someone else
+                existing = self.session(session_id)
+                return existing is not None and existing.user == user
+            return True
+        return existing.user == user
+
+    def session(self, session_id: str) -> SessionRecord | None:
+        row = self._db.execute(
+            "SELECT id, user, created, revoked FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        return SessionRecord(row[0], row[1], row[2], bool(row[3])) if row else None
+
+    def sessions_of(self, user: str) -> list[SessionRecord]:
+        rows = self._db.execute(
+            "SELECT id, user, created, revoked FROM sessions WHERE user = ? ORDER BY created",
+            (user,),
+        ).fetchall()
+        return [SessionRecord(r[0], r[1], r[2], bool(r[3])) for r in rows]
+
+    def mark_revoked(self, session_id: str) -> None:
+        with self._db:
+            self._db.execute("UPDATE sessions SET revoked = 1 WHERE id = ?", (session_id,))

@@ -1,0 +1,404 @@
+"""The hub's sans-I/O core: handshake, ownership, relay, capacity, keepalive."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+import pytest
+
+from tetherbed.clock import ManualClock
+from tetherbed.hub.actions import Close, Send
+from tetherbed.hub.config import HubConfig, OwnershipPolicy
+from tetherbed.hub.core import HubCore
+from tetherbed.hub.links import AgentLink, ClientLink
+
+
+class Peer:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def enc(**frame: Any) -> bytes:
+    frame.setdefault("ts", 1.0)
+    frame.setdefault("version", "1.1")
+    return msgspec.json.encode(frame)
+
+
+def frames(actions: list, peer: Peer) -> list[dict]:
+    return [msgspec.json.decode(a.data) for a in actions if isinstance(a, Send) and a.peer is peer]
+
+
+def closes(actions: list, peer: Peer) -> list[Close]:
+    return [a for a in actions if isinstance(a, Close) and a.peer is peer]
+
+
+def hello(
+    machine: str = "m1",
+    *,
+    caps: list[str] | None = None,
+    version: str = "1.1",
+    arch: str = "x86_64",
+) -> bytes:
+    payload = {
+        "shim_version": "0.1.0",
+        "protocol_version": version,
+        "machine_id": machine,
+        "platform": "linux",
+        "arch": arch,
+        "capabilities": caps if caps is not None else ["files", "shell", "directory_browse"],
+    }
+    return enc(type="HELLO", id=f"hello-{machine}", payload=payload)
+
+
+class Hub:
+    def __init__(self, **config: Any) -> None:
+        self.clock = ManualClock()
+        self.events: list[tuple[str, dict]] = []
+        self.core = HubCore(
+            HubConfig(**config), self.clock, observer=lambda e, **f: self.events.append((e, f))
+        )
+
+    def agent(
+        self, session: str | None = "s1", machine: str = "m1", **kw: Any
+    ) -> tuple[Peer, AgentLink, list]:
+        peer = Peer(f"agent-{machine}")
+        link = self.core.agent_opened(peer, user="alice", session_id=session)
+        return peer, link, self.core.agent_frame(link, hello(machine, **kw))
+
+    def client(self, session: str = "s1") -> tuple[Peer, ClientLink]:
+        peer = Peer("client")
+        return peer, self.core.client_opened(peer, user="alice", session_id=session)
+
+
+def test_hello_ack_same_id_grants_intersection_and_limits() -> None:
+    hub = Hub(max_concurrent=7, max_file_size_bytes=1234, command_timeout_seconds=9)
+    peer, link, actions = hub.agent(
+        caps=["files", "shell", "computer_use", "recording", "directory_browse"]
+    )
+    (ack,) = frames(actions, peer)
+    assert ack["type"] == "HELLO_ACK" and ack["id"] == "hello-m1"
+    payload = ack["payload"]
+    assert payload["session_id"] == "s1"
+    assert payload["granted_capabilities"] == ["files", "shell", "computer_use"]
+    assert (
+        payload["max_concurrent"],
+        payload["max_file_size_bytes"],
+        payload["command_timeout_seconds"],
+    ) == (7, 1234, 9)
+    assert payload["connection_id"] == link.connection_id
+
+
+def test_hub_policy_limits_grants() -> None:
+    hub = Hub(grants=frozenset({"files"}))
+    peer, _, actions = hub.agent()
+    assert frames(actions, peer)[0]["payload"]["granted_capabilities"] == ["files"]
+
+
+def test_major_mismatch_closes_4426_with_json_reason() -> None:
+    hub = Hub()
+    peer, _, actions = hub.agent(version="2.0")
+    (close,) = closes(actions, peer)
+    assert close.code == 4426
+    reason = json.loads(close.reason)
+    assert reason["error"] == "PROTOCOL_VERSION_MISMATCH"
+    assert (reason["shim_max"], reason["platform_max"]) == ("2.0", "1.1")
+    assert not frames(actions, peer)  # no ACK
+
+
+def test_unsupported_arch_is_refused_with_the_spec_code() -> None:
+    hub = Hub()
+    peer, _, actions = hub.agent(arch="mips")
+    (error,) = frames(actions, peer)
+    assert error["type"] == "ERROR" and error["payload"]["code"] == "UNSUPPORTED_ARCH"
+    assert error["id"] == "hello-m1"
+    assert closes(actions, peer)
+
+
+def test_first_frame_must_be_hello() -> None:
+    hub = Hub()
+    peer = Peer("a")
+    link = hub.core.agent_opened(peer, user="alice", session_id="s1")
+    actions = hub.core.agent_frame(link, enc(type="PONG", id="x", payload={}))
+    assert frames(actions, peer)[0]["payload"]["code"] == "MESSAGE_NOT_ALLOWED"
+    assert closes(actions, peer)[0].code == 1002
+
+
+def test_relay_rewrites_ids_and_returns_answers_under_the_client_id() -> None:
+    hub = Hub()
+    agent, link, _ = hub.agent()
+    c1, l1 = hub.client()
+    c2, l2 = hub.client()
+    out1 = hub.core.client_frame(l1, enc(type="FILE_READ", id="same", payload={"path": "one"}))
+    out2 = hub.core.client_frame(l2, enc(type="FILE_READ", id="same", payload={"path": "two"}))
+    (sent1,) = frames(out1, agent)
+    (sent2,) = frames(out2, agent)
+    assert sent1["id"] != sent2["id"]
+    assert sent1["payload"] == {"path": "one"}
+    # answer the second first
+    back2 = hub.core.agent_frame(
+        link,
+        enc(type="FILE_CONTENTS", id=sent2["id"], pending_capacity=3, payload={"content": "2"}),
+    )
+    back1 = hub.core.agent_frame(
+        link, enc(type="FILE_CONTENTS", id=sent1["id"], payload={"content": "1"})
+    )
+    assert frames(back2, c2) == [
+        {
+            "type": "FILE_CONTENTS",
+            "id": "same",
+            "ts": 1.0,
+            "version": "1.1",
+            "payload": {"content": "2"},
+        }
+    ]
+    assert frames(back1, c1)[0]["payload"] == {"content": "1"}
+    assert not frames(back2, c1) and not frames(back1, c2)
+
+
+def test_payload_bytes_relayed_verbatim() -> None:
+    hub = Hub()
+    agent, _, _ = hub.agent()
+    _, client = hub.client()
+    payload = b'{"path":"x",  "content":"\\u00e9 caf\\u00e9","zz":[1, 2]}'
+    raw = b'{"type":"FILE_WRITE","id":"w","payload":' + payload + b"}"
+    (send,) = hub.core.client_frame(client, raw)
+    assert send.peer is agent
+    assert payload in send.data
+
+
+@pytest.mark.parametrize(
+    ("data", "code"),
+    [
+        (b"garbage", "INVALID_MESSAGE"),
+        (b'{"type":"HELLO","id":"h","payload":{}}', "MESSAGE_NOT_ALLOWED"),
+        (b'{"type":"DIRECTORY_LIST_REQUEST","id":"h","payload":{}}', "MESSAGE_NOT_ALLOWED"),
+        (b'{"type":"NOPE","id":"h","payload":{}}', "UNKNOWN_MESSAGE_TYPE"),
+        (b'{"type":"FILE_READ","id":"","payload":{}}', "INVALID_MESSAGE"),
+    ],
+)
+def test_client_frames_that_cannot_be_relayed(data: bytes, code: str) -> None:
+    hub = Hub()
+    agent, _, _ = hub.agent()
+    peer, client = hub.client()
+    actions = hub.core.client_frame(client, data)
+    assert not frames(actions, agent)  # never forwarded
+    assert frames(actions, peer)[0]["payload"]["code"] == code
+
+
+def test_no_agent_means_agent_not_connected() -> None:
+    hub = Hub()
+    peer, client = hub.client("lonely")
+    (error,) = frames(
+        hub.core.client_frame(client, enc(type="FILE_STAT", id="q", payload={"path": "a"})), peer
+    )
+    assert error["id"] == "q" and error["payload"]["code"] == "AGENT_NOT_CONNECTED"
+
+
+def test_duplicate_id_from_one_client_is_refused() -> None:
+    hub = Hub()
+    hub.agent()
+    peer, client = hub.client()
+    hub.core.client_frame(client, enc(type="FILE_STAT", id="dup", payload={"path": "a"}))
+    (error,) = frames(
+        hub.core.client_frame(client, enc(type="FILE_STAT", id="dup", payload={"path": "b"})), peer
+    )
+    assert error["payload"]["code"] == "DUPLICATE_REQUEST_ID"
+
+
+def test_agent_disconnect_answers_every_in_flight_request_at_once() -> None:
+    hub = Hub()
+    _, link, _ = hub.agent()
+    peer, client = hub.client()
+    for i in range(3):
+        hub.core.client_frame(client, enc(type="FILE_STAT", id=f"r{i}", payload={"path": "a"}))
+    hub.core.client_frame(client, enc(type="EXECUTE_COMMAND", id="cmd", payload={"command": "x"}))
+    answers = frames(hub.core.agent_closed(link, 1006), peer)
+    assert sorted(a["id"] for a in answers) == ["cmd", "r0", "r1", "r2"]
+    assert {a["payload"]["code"] for a in answers} == {"AGENT_DISCONNECTED"}
+    by_id = {a["id"]: a["payload"]["details"]["idempotent"] for a in answers}
+    assert by_id == {"cmd": False, "r0": True, "r1": True, "r2": True}
+    assert not client.inflight
+
+
+def test_capacity_from_status_queues_and_releases_in_order() -> None:
+    hub = Hub(max_concurrent=8)
+    agent, link, _ = hub.agent()
+    hub.core.agent_frame(
+        link,
+        enc(
+            type="STATUS",
+            id="st",
+            pending_capacity=1,
+            payload={"in_flight": 0, "max_concurrent": 1},
+        ),
+    )
+    _, client = hub.client()
+    first = frames(
+        hub.core.client_frame(client, enc(type="FILE_STAT", id="a", payload={"path": "a"})), agent
+    )
+    second = frames(
+        hub.core.client_frame(client, enc(type="FILE_STAT", id="b", payload={"path": "b"})), agent
+    )
+    assert len(first) == 1 and second == []  # held: no free slot
+    released = frames(
+        hub.core.agent_frame(
+            link,
+            enc(
+                type="FILE_STAT_RESPONSE",
+                id=first[0]["id"],
+                pending_capacity=1,
+                payload={"exists": False},
+            ),
+        ),
+        agent,
+    )
+    assert [f["payload"] for f in released] == [{"path": "b"}]
+
+
+def test_full_queue_answers_shim_overloaded() -> None:
+    hub = Hub(max_concurrent=1, queue_limit=1)
+    hub.agent()
+    peer, client = hub.client()
+    hub.core.client_frame(client, enc(type="FILE_STAT", id="a", payload={"path": "a"}))
+    assert hub.core.client_frame(client, enc(type="FILE_STAT", id="b", payload={"path": "a"})) == []
+    (error,) = frames(
+        hub.core.client_frame(client, enc(type="FILE_STAT", id="c", payload={"path": "a"})), peer
+    )
+    assert error["id"] == "c" and error["payload"]["code"] == "SHIM_OVERLOADED"
+
+
+def test_streaming_chunks_keep_the_route_open() -> None:
+    hub = Hub()
+    agent, link, _ = hub.agent(caps=["files", "local_llm"])
+    peer, client = hub.client()
+    (sent,) = frames(
+        hub.core.client_frame(
+            client,
+            enc(type="LOCAL_LLM_COMPLETION", id="llm", payload={"model": "m", "messages": []}),
+        ),
+        agent,
+    )
+    for delta in ("a", "b"):
+        chunk = frames(
+            hub.core.agent_frame(
+                link,
+                enc(type="LOCAL_LLM_COMPLETION_CHUNK", id=sent["id"], payload={"delta": delta}),
+            ),
+            peer,
+        )
+        assert chunk[0]["id"] == "llm"
+    final = frames(
+        hub.core.agent_frame(
+            link,
+            enc(type="LOCAL_LLM_COMPLETION_RESPONSE", id=sent["id"], payload={"content": "ab"}),
+        ),
+        peer,
+    )
+    assert final[0]["type"] == "LOCAL_LLM_COMPLETION_RESPONSE"
+    assert not link.routes and not client.inflight
+
+
+def test_same_machine_takes_over_old_gets_revoked_then_4427() -> None:
+    hub = Hub()
+    old, _, _ = hub.agent(machine="laptop")
+    _, client = hub.client()
+    hub.core.client_frame(client, enc(type="FILE_STAT", id="held", payload={"path": "a"}))
+    new = Peer("new")
+    new_link = hub.core.agent_opened(new, user="alice", session_id="s1")
+    actions = hub.core.agent_frame(new_link, hello("laptop"))
+    (revoked,) = frames(actions, old)
+    assert revoked["type"] == "SESSION_REVOKED"
+    assert revoked["payload"] == {
+        "reason": "another_shim_connected",
+        "new_shim_machine_id": "laptop",
+    }
+    assert closes(actions, old)[0].code == 4427
+    assert frames(actions, new)[0]["type"] == "HELLO_ACK"
+    assert hub.core.sessions["s1"].owner is new_link
+    # the request the old connection held is answered, not orphaned
+    assert any(f["id"] == "held" for f in frames(actions, client.peer))
+
+
+def test_different_machine_is_refused_and_owner_untouched() -> None:
+    hub = Hub()
+    owner, owner_link, _ = hub.agent(machine="laptop-a")
+    intruder = Peer("intruder")
+    link = hub.core.agent_opened(intruder, user="alice", session_id="s1")
+    actions = hub.core.agent_frame(link, hello("laptop-b"))
+    (close,) = closes(actions, intruder)
+    assert close.code == 4427
+    assert json.loads(close.reason)["error"] == "SESSION_TAKEN_OVER"
+    assert not frames(actions, intruder)  # no ACK
+    assert not frames(actions, owner) and not closes(actions, owner)
+    assert hub.core.sessions["s1"].owner is owner_link
+
+
+def test_evict_old_reading_always_evicts_the_owner() -> None:
+    hub = Hub(ownership=OwnershipPolicy.EVICT_OLD)
+    owner, _, _ = hub.agent(machine="a")
+    newcomer = Peer("b")
+    link = hub.core.agent_opened(newcomer, user="alice", session_id="s1")
+    actions = hub.core.agent_frame(link, hello("b"))
+    assert closes(actions, owner)[0].code == 4427
+    assert not frames(actions, owner)  # different machine: no SESSION_REVOKED
+    assert frames(actions, newcomer)[0]["type"] == "HELLO_ACK"
+
+
+def test_last_write_wins_is_silent() -> None:
+    hub = Hub(ownership=OwnershipPolicy.LAST_WRITE_WINS)
+    owner, _, _ = hub.agent(machine="a")
+    newcomer = Peer("b")
+    link = hub.core.agent_opened(newcomer, user="alice", session_id="s1")
+    actions = hub.core.agent_frame(link, hello("b"))
+    assert not frames(actions, owner) and not closes(actions, owner)
+    assert hub.core.sessions["s1"].owner is link
+
+
+def test_keepalive_ping_pong_and_timeout() -> None:
+    hub = Hub(ping_interval=30.0, pong_timeout=10.0)
+    agent, link, _ = hub.agent()
+    assert hub.core.next_deadline() == pytest.approx(30.0)
+    hub.clock.advance(30.0)
+    (ping,) = frames(hub.core.on_timer(), agent)
+    assert ping["type"] == "PING"
+    hub.core.agent_frame(link, enc(type="PONG", id=ping["id"], payload={}))
+    hub.clock.advance(10.0)
+    assert hub.core.on_timer() == []  # answered: no drop
+    hub.clock.advance(20.0)
+    (ping2,) = frames(hub.core.on_timer(), agent)
+    hub.clock.advance(10.0)
+    (close,) = closes(hub.core.on_timer(), agent)
+    assert ping2["id"] != ping["id"]
+    assert close.code == 1001 and "PONG" in close.reason
+
+
+def test_hello_timeout() -> None:
+    hub = Hub(hello_timeout=5.0)
+    peer = Peer("silent")
+    hub.core.agent_opened(peer, user="alice", session_id="s1")
+    hub.clock.advance(5.0)
+    (close,) = closes(hub.core.on_timer(), peer)
+    assert close.code == 1008
+
+
+def test_revoke_and_shutdown() -> None:
+    hub = Hub()
+    agent, _, _ = hub.agent()
+    actions = hub.core.revoke("s1")
+    assert frames(actions, agent)[0]["payload"]["reason"] == "user_revoked"
+    assert closes(actions, agent)[0].code == 4428
+    hub2 = Hub()
+    agent2, _, _ = hub2.agent()
+    assert closes(hub2.core.shutdown(), agent2)[0].code == 4429
+
+
+def test_events_are_observed() -> None:
+    hub = Hub()
+    hub.agent()
+    names = [e for e, _ in hub.events]
+    assert names[:3] == ["connect", "hello", "ack"]
