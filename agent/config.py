@@ -37,3 +37,12 @@ class AgentConfig:
     enable_shell: bool = False
     local_limits: Limits = field(default_factory=Limits)
     shim_version: str = "0.1.0"
+    #: Control mode: the folders DIRECTORY_LIST_REQUEST starts from.
+    browse_roots: list[str] = field(default_factory=list)
+    #: Where the audit key and the audit log live.
+    state_dir: str | None = None
+    #: Exit (code 5) after this many seconds without a data request; the
+    #: control daemon sets it on the children it starts.
+    idle_exit: float | None = None
+    #: Rotate the audit log above this size.
+    audit_max_bytes: int = 10 * 1024 * 1024

@@ -16,6 +16,8 @@ class AgentExit(IntEnum):
     CONFIG = 2
     HANDSHAKE_INVALID = 3
     AUTH_REFUSED = 4
+    #: A session child stopped after --idle-exit seconds without a request.
+    IDLE = 5
     PROTOCOL_VERSION_MISMATCH = 26
     SESSION_TAKEN_OVER = 27
     SESSION_REVOKED = 28

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 Reply = tuple[MessageType, Payload]
 
 
-class Operations:
+class DataOperations:
     """The data-plane operations of one agent, bound to its allowed root."""
 
     def __init__(

@@ -1,9 +1,13 @@
 """The agent's asyncio driver: connect, serve, reconnect with backoff, or stop.
 
 Everything protocol-shaped is decided by `AgentProtocol`; this module only
-moves frames between it and a transport, runs operations as tasks, and keeps
-the reconnect schedule. Transport, clock, sleep and randomness are injected so
-the simulator can run it in virtual time.
+moves frames between it and a transport, runs operations as tasks, keeps the
+reconnect schedule, and writes the audit trail. Transport, clock, sleep and
+randomness are injected so the simulator can run it in virtual time.
+
+Two modes: with a session id it serves that session's data connection (the
+spec's legacy binding, and what each control-started child runs); without one
+it is the machine's control daemon (browse, attach, activate, ...).
 """
 
 from __future__ import annotations
@@ -16,23 +20,40 @@ import random
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
 from tetherbed.agent.actions import Action, Close, Log, Ready, Revoked, Run, Send
+from tetherbed.agent.audit_key import default_state_dir
+from tetherbed.agent.audit_redaction import (
+    AuditOp,
+    audit_details,
+    fatal_close_details,
+    session_revoked_details,
+)
+from tetherbed.agent.audit_sink import AuditSink
 from tetherbed.agent.backoff import HEALTHY_AFTER_SECONDS, Backoff
-from tetherbed.agent.config import AgentConfig
+from tetherbed.agent.config import AgentConfig, Limits
 from tetherbed.agent.exit_codes import AgentExit, exit_for_close
 from tetherbed.agent.hello import build_hello, default_machine_id
-from tetherbed.agent.operations import Operations
 from tetherbed.agent.protocol import AgentProtocol
 from tetherbed.clock import Clock, SystemClock
 from tetherbed.transport import Connector, MessageTransport, TransportClosed, UpgradeRefused
 from tetherbed.wire.codes import CloseCode, ErrorCode, is_fatal_close
 from tetherbed.wire.errors import ProtocolError
-from tetherbed.wire.messages import Capability
+from tetherbed.wire.messages import Capability, MessageType, Payload
 
 log = logging.getLogger("tetherbed.agent")
 
 Sleep = Callable[[float], Awaitable[None]]
+
+
+class Operations(Protocol):
+    """What runs admitted requests: data-plane or control-plane operations."""
+
+    limits: Limits
+
+    async def run(self, kind: MessageType, payload: Payload) -> tuple[MessageType, Payload]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,43 +88,94 @@ class AgentRuntime:
         new_id: Callable[[], str] | None = None,
         operations: Operations | None = None,
         healthy_after: float = HEALTHY_AFTER_SECONDS,
+        audit: AuditSink | None = None,
     ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
         self.connector = connector
         self.backoff = Backoff(rng or random.Random())
-        self.operations = operations or Operations(root=config.root, clock=self.clock)
         self.machine_id = config.machine_id or default_machine_id()
+        state_dir = Path(config.state_dir) if config.state_dir else default_state_dir()
+        self.audit = audit or AuditSink(
+            state_dir,
+            config.session_id or "control",
+            machine_id=self.machine_id,
+            clock=self.clock,
+            max_bytes=config.audit_max_bytes,
+        )
+        self.operations: Operations = operations or self._default_operations(state_dir)
         self._sleep = sleep
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
         self._healthy_after = healthy_after
         self._shutdown = asyncio.Event()
+        self._stop: Stop | None = None
         self._transport: MessageTransport | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._last_activity = self.clock.monotonic()
         #: Delays chosen between attempts, in order (the history reads this).
         self.delays: list[float] = []
 
     @property
+    def control_mode(self) -> bool:
+        return self.config.session_id is None
+
+    def _default_operations(self, state_dir: Path) -> Operations:
+        if self.control_mode:
+            from tetherbed.agent.control.controller import ControlOperations
+
+            return ControlOperations(
+                self.config,
+                browse_roots=[Path(p) for p in self.config.browse_roots],
+                state_dir=state_dir,
+                clock=self.clock,
+                machine_id=self.machine_id,
+                audit=self._audit_control_event,
+            )
+        from tetherbed.agent.operations import DataOperations
+
+        return DataOperations(root=self.config.root, clock=self.clock)
+
+    @property
     def url(self) -> str:
         base = self.config.hub_url.rstrip("/")
-        if self.config.session_id is None:
+        if self.control_mode:
             return f"{base}/ws/local-executor"
         return f"{base}/ws/local-executor/{self.config.session_id}"
 
     def capabilities(self) -> list[Capability]:
+        if self.control_mode:
+            return [Capability.DIRECTORY_BROWSE]
         caps = [Capability.FILES]
         if self.config.enable_shell:
             caps.append(Capability.SHELL)
         return caps
 
     async def run(self) -> Stop:
-        """Connect and serve until a fatal close, a revocation, or shutdown()."""
+        """Connect and serve until a fatal close, a revocation, idling, or shutdown()."""
+        watchdog = None
+        if self.config.idle_exit:
+            watchdog = asyncio.ensure_future(self._idle_watchdog(self.config.idle_exit))
+        try:
+            stop = await self._run()
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+        self.audit.record(
+            session_id=self.config.session_id,
+            request_id=None,
+            op="agent_stop",
+            details={"exit_code": int(stop.exit_code), "reason": stop.reason[:200]},
+            result="stopped",
+        )
+        return stop
+
+    async def _run(self) -> Stop:
         while True:
             served = await self._attempt()
             if served.stop is not None:
                 return served.stop
             if self._shutdown.is_set():
-                return Stop(AgentExit.OK, "stopped")
+                return self._stop or Stop(AgentExit.OK, "stopped")
             if served.healthy:
                 self.backoff.reset()
             delay = self.backoff.next_delay()
@@ -111,7 +183,7 @@ class AgentRuntime:
             log.info("reconnecting in %.2f s (attempt %d)", delay, self.backoff.attempt)
             await self._pause(delay)
             if self._shutdown.is_set():
-                return Stop(AgentExit.OK, "stopped")
+                return self._stop or Stop(AgentExit.OK, "stopped")
 
     async def _pause(self, delay: float) -> None:
         """Sleep for `delay`, or less if shutdown() is called meanwhile."""
@@ -123,14 +195,33 @@ class AgentRuntime:
             sleeper.cancel()
             stopper.cancel()
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, stop: Stop | None = None) -> None:
         """Close the connection cleanly (1000) and stop reconnecting."""
+        if self._shutdown.is_set():
+            return
+        self._stop = stop
         self._shutdown.set()
         for task in list(self._tasks):
             task.cancel()
         if self._transport is not None:
             with contextlib.suppress(Exception):
                 await self._transport.close(CloseCode.NORMAL, "agent shutting down")
+
+    async def close(self) -> None:
+        """Release what the agent holds: children, the audit log."""
+        closer = getattr(self.operations, "close", None)
+        if closer is not None:
+            await closer()
+        await self.audit.close()
+
+    async def _idle_watchdog(self, idle_exit: float) -> None:
+        while not self._shutdown.is_set():
+            idle_for = self.clock.monotonic() - self._last_activity
+            if not self._tasks and idle_for >= idle_exit:
+                log.info("no data request for %.0f s: stopping", idle_for)
+                await self.shutdown(Stop(AgentExit.IDLE, f"idle for {idle_for:.0f} s"))
+                return
+            await self._sleep(max(idle_exit - idle_for, 0.05) if not self._tasks else 1.0)
 
     # --- one connection ----------------------------------------------------
 
@@ -146,6 +237,13 @@ class AgentRuntime:
         except (OSError, TimeoutError) as exc:
             log.warning("cannot reach hub at %s: %s", self.url, exc)
             return _Served()
+        except Exception as exc:  # a handshake the library rejected, etc.
+            log.warning("connecting to %s failed: %r", self.url, exc)
+            return _Served()
+        if self._shutdown.is_set():
+            with contextlib.suppress(Exception):
+                await transport.close(CloseCode.NORMAL, "agent shutting down")
+            return _Served()
         self._transport = transport
         try:
             return await self._serve(transport)
@@ -153,11 +251,14 @@ class AgentRuntime:
             self._transport = None
 
     async def _serve(self, transport: MessageTransport) -> _Served:
+        on_connect = getattr(self.operations, "on_connect", None)
+        if on_connect is not None:
+            on_connect()  # every browse reference dies with the old connection
         hello = build_hello(
             machine_id=self.machine_id,
             shim_version=self.config.shim_version,
             capabilities=self.capabilities(),
-            allowed_root=self.operations.root if self.config.session_id else None,
+            allowed_root=self.config.root if not self.control_mode else None,
         )
         protocol = AgentProtocol(
             hello=hello,
@@ -165,6 +266,7 @@ class AgentRuntime:
             clock=self.clock,
             new_id=self._new_id,
             session_id=self.config.session_id,
+            audit_bytes=lambda: self.audit.size_bytes,
         )
         served = _Served()
         ready_at: float | None = None
@@ -190,6 +292,10 @@ class AgentRuntime:
             served.close_code = exc.code
             if served.stop is None and is_fatal_close(exc.code):
                 served.stop = Stop(exit_for_close(exc.code), _close_text(exc))
+                self._audit_event(
+                    AuditOp.FATAL_CLOSE,
+                    fatal_close_details(exc.code, exc.reason, exit_code=served.stop.exit_code),
+                )
             elif served.stop is None and not self._shutdown.is_set():
                 log.warning("connection lost: %s", exc)
         finally:
@@ -210,6 +316,7 @@ class AgentRuntime:
             if isinstance(action, Send):
                 await transport.send(action.data)
             elif isinstance(action, Run):
+                self._last_activity = self.clock.monotonic()
                 task = asyncio.ensure_future(self._operate(action, protocol, transport, served))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -217,6 +324,10 @@ class AgentRuntime:
                 if action.fatal:
                     served.stop = Stop(AgentExit(action.exit_code), action.reason)
                     log.error("%s", action.reason)
+                    self._audit_event(
+                        AuditOp.FATAL_CLOSE,
+                        fatal_close_details(action.code, action.reason, exit_code=action.exit_code),
+                    )
                 with contextlib.suppress(Exception):
                     await transport.close(action.code, action.reason[:120])
                 raise TransportClosed(action.code, action.reason)
@@ -226,25 +337,35 @@ class AgentRuntime:
                     action.reason,
                     action.new_shim_machine_id,
                 )
+                self._audit_event(
+                    AuditOp.SESSION_REVOKED,
+                    session_revoked_details(action.reason, action.new_shim_machine_id),
+                )
             elif isinstance(action, Log):
                 log.log(logging.getLevelName(action.level.upper()), "%s", action.message)
 
     async def _operate(
         self, run: Run, protocol: AgentProtocol, transport: MessageTransport, served: _Served
     ) -> None:
+        result = "ok"
         try:
             kind, payload = await self.operations.run(run.kind, run.payload)
             actions = protocol.complete(run.request_id, kind, payload)
         except ProtocolError as exc:
+            result = exc.code
             actions = protocol.fail(run.request_id, exc)
         except asyncio.CancelledError:
+            self._audit_request(run, "cancelled")
             raise
         except Exception as exc:
             log.exception("operation %s failed", run.kind)
+            result = ErrorCode.INTERNAL_ERROR
             actions = protocol.fail(
                 run.request_id,
                 ProtocolError(ErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"),
             )
+        self._last_activity = self.clock.monotonic()
+        self._audit_request(run, str(result))
         with contextlib.suppress(TransportClosed):
             await self._perform(actions, protocol, transport, served)
 
@@ -257,6 +378,35 @@ class AgentRuntime:
                 wait = 1.0 if deadline is None else max(deadline - self.clock.monotonic(), 0.0)
                 await self._sleep(wait)
                 await self._perform(protocol.on_timer(), protocol, transport, served)
+
+    # --- audit -------------------------------------------------------------
+
+    def _audit_request(self, run: Run, result: str) -> None:
+        self.audit.record(
+            session_id=self.config.session_id,
+            request_id=run.request_id,
+            op=str(run.kind),
+            details=audit_details(run.kind, run.payload),
+            result=result,
+        )
+
+    def _audit_event(self, op: str, details: dict[str, Any]) -> None:
+        self.audit.record(
+            session_id=self.config.session_id,
+            request_id=None,
+            op=op,
+            details=details,
+            result="event",
+        )
+
+    def _audit_control_event(self, op: str, details: dict[str, Any]) -> None:
+        self.audit.record(
+            session_id=details.get("session_id"),
+            request_id=None,
+            op=op,
+            details=details,
+            result="event",
+        )
 
 
 def _close_text(exc: TransportClosed) -> str:

@@ -15,7 +15,7 @@ window. Rounds are interleaved and the median is reported, because the
 machines this runs on are small and noisy. Targets are printed, never enforced:
 the exit status is 0 whatever the numbers.
 
-    .venv/bin/python bench/relay.py [--rounds 3] [--seconds 2.5] [--json]
+    .venv/bin/python bench/relay.py [--rounds 5] [--seconds 1.5 | --requests N] [--json]
 """
 
 from __future__ import annotations
@@ -62,18 +62,18 @@ STALL_SECONDS = 10.0
 @dataclass(frozen=True, slots=True)
 class Target:
     name: str
-    op: str  # ">=" or "<="
+    op: str  # "≥" or "≤"
     bound: float
     unit: str = ""
 
     def met(self, value: float) -> bool:
-        return value >= self.bound if self.op == ">=" else value <= self.bound
+        return value >= self.bound if self.op == "≥" else value <= self.bound
 
 
 TARGETS = {
-    "relay/echo": Target("relay/echo", ">=", 0.5),
-    "hub_cpu/minimal_cpu": Target("hub_cpu/minimal_cpu", "<=", 1.3),
-    "hub p99": Target("hub p99", "<=", 10.0, " ms"),
+    "relay/echo": Target("relay/echo", "≥", 0.5),
+    "hub_cpu/minimal_cpu": Target("hub_cpu/minimal_cpu", "≤", 1.3),
+    "hub p99": Target("hub p99", "≤", 10.0, " ms"),
 }
 
 
@@ -360,11 +360,15 @@ def _summarize(
         rps=n / elapsed if elapsed > 0 else 0.0,
         p50_ms=percentile_ms(0.50),
         p99_ms=percentile_ms(0.99),
-        relay_cpu_us=per_request_us(0) or math.nan,
+        relay_cpu_us=_or_nan(per_request_us(0)),
         agent_cpu_us=per_request_us(1),
-        client_cpu_us=per_request_us(2) or math.nan,
+        client_cpu_us=_or_nan(per_request_us(2)),
         errors=errors,
     )
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 # --- orchestration -----------------------------------------------------------------
@@ -395,56 +399,58 @@ class Topology:
 
 def build_topology(workdir: Path, wanted: list[str], topology: Topology) -> None:
     """Start the processes the wanted scenarios need and wait until all are ready."""
-    if "echo" in wanted:
-        topology.peers.append(spawn_peer("echo", workdir, "echo"))
-    if "minimal" in wanted:
-        topology.peers.append(spawn_peer("minimal", workdir, "minimal"))
-    if "hub" in wanted:
+    echo = spawn_peer("echo", workdir, "echo") if "echo" in wanted else None
+    minimal = spawn_peer("minimal", workdir, "minimal") if "minimal" in wanted else None
+    topology.peers += [p for p in (echo, minimal) if p is not None]
+    if "hub" in wanted:  # blocks until the hub listens; the peers start meanwhile
         topology.hub = start_hub(
             workdir / "hub-state", args=["--max-concurrent", str(HUB_MAX_CONCURRENT)]
         )
-    started = {peer.name: peer for peer in topology.peers}
-    for peer in list(started.values()):
-        wait_announced(peer)
-    if "echo" in started:
-        echo = started["echo"]
-        topology.scenarios["echo"] = Scenario(
-            "echo", _url_of(echo.announced), {}, echo.pid, None, "FILE_STAT"
-        )
-    agents: list[tuple[str, Peer, str, int, dict[str, str]]] = []
-    if "minimal" in started:
-        base = _url_of(started["minimal"].announced)
-        session = str(uuid.uuid4())
-        agent = spawn_peer("agent-minimal", workdir, "agent", "--url", base, "--session", session)
-        agents.append(
-            ("minimal", agent, f"{base}/v1/sessions/{session}/client", started["minimal"].pid, {})
-        )
+    if echo is not None:
+        url = _url_of(wait_announced(echo))
+        topology.scenarios["echo"] = Scenario("echo", url, {}, echo.pid, None, "FILE_STAT")
+    if minimal is not None:
+        url = _url_of(wait_announced(minimal))
+        topology.scenarios["minimal"] = _behind_relay(topology, "minimal", url, minimal.pid)
     if topology.hub is not None:
         hub = topology.hub
-        agent_token = hub.token("bench", "agent")
-        client_token = hub.token("bench", "client")
-        session = str(uuid.uuid4())
-        agent = spawn_peer(
-            "agent-hub",
-            workdir,
-            "agent",
-            "--url",
+        agent_token, client_token = hub.token("bench", "agent"), hub.token("bench", "client")
+        topology.scenarios["hub"] = _behind_relay(
+            topology,
+            "hub",
             hub.url,
-            "--session",
-            session,
-            "--token",
-            agent_token,
+            hub.process.pid,
+            agent_token=agent_token,
+            client_token=client_token,
         )
-        headers = {"Authorization": f"Bearer {client_token}"}
-        agents.append(
-            ("hub", agent, f"{hub.url}/v1/sessions/{session}/client", hub.process.pid, headers)
-        )
-    for name, agent, url, relay_pid, headers in agents:
-        topology.peers.append(agent)
-        wait_announced(agent)
-        topology.scenarios[name] = Scenario(
-            name, url, headers, relay_pid, agent.pid, "FILE_STAT_RESPONSE"
-        )
+
+
+def _behind_relay(
+    topology: Topology,
+    name: str,
+    base_url: str,
+    relay_pid: int,
+    *,
+    agent_token: str = "none",
+    client_token: str = "none",
+) -> Scenario:
+    """Connect a fake agent to the relay at `base_url`; the scenario's client URL."""
+    session = str(uuid.uuid4())
+    agent = spawn_peer(
+        f"agent-{name}",
+        topology.workdir,
+        *("agent", "--url", base_url, "--session", session, "--token", agent_token),
+    )
+    topology.peers.append(agent)
+    wait_announced(agent)
+    return Scenario(
+        name,
+        f"{base_url}/v1/sessions/{session}/client",
+        {"Authorization": f"Bearer {client_token}"},
+        relay_pid,
+        agent.pid,
+        "FILE_STAT_RESPONSE",
+    )
 
 
 def run_rounds(
@@ -584,8 +590,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Hub relay throughput, latency and CPU against an echo server and a "
         "minimal aiohttp relay, measured in the same run."
     )
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per scenario")
-    parser.add_argument("--seconds", type=float, default=2.5, help="measured window per round")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per scenario")
+    parser.add_argument("--seconds", type=float, default=1.5, help="measured window per round")
     parser.add_argument(
         "--requests", type=int, default=None, help="measure this many requests instead"
     )

@@ -26,7 +26,7 @@ import json
 import re
 import urllib.parse
 from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
-from typing import Any, Literal, overload
+from typing import Any, Generic, Literal, Self, TypeVar, overload
 
 from websockets.exceptions import WebSocketException
 
@@ -174,12 +174,12 @@ def _copy_error(error: HubError) -> HubError:
     return copy
 
 
-class HubSandbox:
-    """One session on the hub, used like E2B's AsyncSandbox.
+class HubConnection:
+    """One client WebSocket to the hub: pipelined requests correlated by id.
 
-    Build it with `await HubSandbox.connect(...)`; the constructor wraps a
-    `MessageTransport` that is already open (the simulator's in-memory
-    network) and must be called inside a running event loop.
+    `HubSandbox` (a session) and `MachineControl` (a machine's control
+    connection) are its two faces; they differ only in the endpoint and in the
+    convenience calls they offer on top of `request`/`stream`.
     """
 
     def __init__(
@@ -198,8 +198,6 @@ class HubSandbox:
         self.connection_errors: collections.deque[HubError] = collections.deque(
             maxlen=CONNECTION_ERRORS_KEPT
         )
-        self.files = Files(self)
-        self.commands = Commands(self)
         self._transport = transport
         self._core = ClientCore(id_factory=id_factory, clock=clock)
         self._queues: dict[str, asyncio.Queue[Reply | HubError]] = {}
@@ -207,6 +205,11 @@ class HubSandbox:
         self._reader = asyncio.get_running_loop().create_task(
             self._read_frames(), name=f"hub-client-reader:{session_id}"
         )
+
+    @staticmethod
+    def endpoint(hub_url: str, name: str) -> str:
+        """The WebSocket URL this kind of connection opens for `name`."""
+        return client_url(hub_url, name)
 
     @classmethod
     def connect(
@@ -220,7 +223,7 @@ class HubSandbox:
         id_factory: Callable[[], str] = new_request_id,
         clock: Clock | None = None,
         connector: Connector | None = None,
-    ) -> Connecting:
+    ) -> Connecting[Any]:
         """Open the client WebSocket of `session_id` on the hub at `hub_url`.
 
         Await it (`sb = await HubSandbox.connect(...)`) or enter it directly
@@ -255,8 +258,8 @@ class HubSandbox:
         id_factory: Callable[[], str],
         clock: Clock | None,
         connector: Connector | None,
-    ) -> HubSandbox:
-        url = client_url(hub_url, session_id)
+    ) -> Any:
+        url = cls.endpoint(hub_url, session_id)
         headers = {"Authorization": f"Bearer {token}"}
         try:
             if connector is None:
@@ -276,7 +279,7 @@ class HubSandbox:
             clock=clock,
         )
 
-    async def __aenter__(self) -> HubSandbox:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -410,17 +413,20 @@ class HubSandbox:
             queue.put_nowait(_copy_error(error))
 
 
-class Connecting:
-    """What `HubSandbox.connect` returns: awaitable, or usable as `async with`."""
+C = TypeVar("C", bound=HubConnection)
 
-    def __init__(self, opening: Coroutine[Any, Any, HubSandbox]) -> None:
+
+class Connecting(Generic[C]):
+    """What `connect` returns: awaitable, or usable as `async with`."""
+
+    def __init__(self, opening: Coroutine[Any, Any, C]) -> None:
         self._opening = opening
-        self._sandbox: HubSandbox | None = None
+        self._sandbox: C | None = None
 
-    def __await__(self) -> Generator[Any, None, HubSandbox]:
+    def __await__(self) -> Generator[Any, None, C]:
         return self._opening.__await__()
 
-    async def __aenter__(self) -> HubSandbox:
+    async def __aenter__(self) -> C:
         self._sandbox = await self._opening
         return self._sandbox
 
@@ -438,7 +444,7 @@ class ResponseStream:
 
     def __init__(
         self,
-        sandbox: HubSandbox,
+        sandbox: HubConnection,
         message_type: str,
         payload: Payload | dict[str, Any],
         request_timeout: float | None,
@@ -513,13 +519,41 @@ class ResponseStream:
         self._done = True
 
 
-def _expect(frame: Frame, kind: MessageType, model: type[Payload]) -> Any:
+def expect_answer(frame: Frame, kind: MessageType, model: type[Payload]) -> Any:
     """The payload when the answer has the type the request calls for."""
     if frame.type != kind or not isinstance(frame.payload, model):
         raise UnexpectedResponseError(
             UNEXPECTED_RESPONSE, f"expected {kind}, the hub answered {frame.type}"
         )
     return frame.payload
+
+
+class HubSandbox(HubConnection):
+    """One session on the hub, used like E2B's AsyncSandbox.
+
+    Build it with `await HubSandbox.connect(...)`; the constructor wraps a
+    `MessageTransport` that is already open (the simulator's in-memory
+    network) and must be called inside a running event loop.
+    """
+
+    def __init__(
+        self,
+        transport: MessageTransport,
+        session_id: str,
+        *,
+        request_timeout: float | None = None,
+        id_factory: Callable[[], str] = new_request_id,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(
+            transport,
+            session_id,
+            request_timeout=request_timeout,
+            id_factory=id_factory,
+            clock=clock,
+        )
+        self.files = Files(self)
+        self.commands = Commands(self)
 
 
 class Files:
@@ -574,7 +608,7 @@ class Files:
             FileRead(path=path, encoding=encoding, format=format, offset=offset, length=length),
             request_timeout=request_timeout,
         )
-        contents: FileContents = _expect(frame, MessageType.FILE_CONTENTS, FileContents)
+        contents: FileContents = expect_answer(frame, MessageType.FILE_CONTENTS, FileContents)
         if contents.truncated and length is None:
             raise TooLargeError(
                 ErrorCode.FILE_TOO_LARGE,
@@ -621,7 +655,7 @@ class Files:
         frame = await self._sandbox.request(
             MessageType.FILE_WRITE, payload, request_timeout=request_timeout
         )
-        _expect(frame, MessageType.ACK, Ack)
+        expect_answer(frame, MessageType.ACK, Ack)
         return WriteInfo(name=base_name(path), type=FileType.FILE, path=path)
 
     async def list(
@@ -651,7 +685,7 @@ class Files:
             ),
             request_timeout=request_timeout,
         )
-        listing: FileListResponse = _expect(frame, MessageType.FILE_LIST_RESPONSE, FileListResponse)
+        listing: FileListResponse = expect_answer(frame, MessageType.FILE_LIST_RESPONSE, FileListResponse)
         entries = [entry_from_list(entry) for entry in listing.entries]
         if depth > 1:
             entries = _within_depth(entries, path, depth)
@@ -708,7 +742,7 @@ class Files:
             FileDelete(path=path, recursive=True, missing_ok=missing_ok),
             request_timeout=request_timeout,
         )
-        _expect(frame, MessageType.ACK, Ack)
+        expect_answer(frame, MessageType.ACK, Ack)
 
     async def rename(
         self,
@@ -728,7 +762,7 @@ class Files:
             FileMove(src=old_path, dst=new_path, overwrite=overwrite),
             request_timeout=request_timeout,
         )
-        _expect(frame, MessageType.ACK, Ack)
+        expect_answer(frame, MessageType.ACK, Ack)
         return await self.get_info(new_path, request_timeout=request_timeout)
 
     async def _stat(
@@ -739,7 +773,7 @@ class Files:
             FileStat(path=path, follow_symlinks=follow_symlinks),
             request_timeout=request_timeout,
         )
-        return _expect(frame, MessageType.FILE_STAT_RESPONSE, FileStatResponse)
+        return expect_answer(frame, MessageType.FILE_STAT_RESPONSE, FileStatResponse)
 
 
 def _content_bytes(contents: FileContents) -> bytes:
@@ -842,7 +876,7 @@ class Commands:
         frame = await self._sandbox.request(
             MessageType.EXECUTE_COMMAND, payload, request_timeout=wait
         )
-        result = command_result(_expect(frame, MessageType.COMMAND_RESULT, WireCommandResult))
+        result = command_result(expect_answer(frame, MessageType.COMMAND_RESULT, WireCommandResult))
         for handler, text in ((on_stdout, result.stdout), (on_stderr, result.stderr)):
             if handler is not None and text:
                 outcome = handler(text)

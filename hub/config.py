@@ -52,6 +52,13 @@ class HubConfig:
     #: Requests held per session while the agent has no free slot.
     queue_limit: int = 256
     ownership: OwnershipPolicy = OwnershipPolicy.REFERENCE
+    #: How long a session whose agent dropped unexpectedly stays reserved for
+    #: that machine, holding idempotent requests for re-issue. Covers one full
+    #: reconnect delay at the backoff cap (60 s + 5 s jitter).
+    retry_window: float = 70.0
+    #: Restore an idle-stopped session through its machine's control
+    #: connection when a request for it arrives.
+    auto_restore: bool = True
     protocol_version: str = "1.1"
 
     def __post_init__(self) -> None:

@@ -1,4 +1,4 @@
-"""The hub's per-connection and per-session state (plain data, no behaviour)."""
+"""The hub's per-connection and per-target state (plain data, no behaviour)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,44 @@ from tetherbed.wire.envelope import Envelope
 class AgentState(Enum):
     AWAITING_HELLO = auto()
     READY = auto()
-    #: Taken over or refused: no longer owner, waiting for its socket to close.
+    #: Taken over or refused: no longer routed to, waiting for its socket to close.
     DETACHED = auto()
     CLOSED = auto()
+
+
+@dataclass(eq=False, slots=True)
+class Target:
+    """Where client requests go: a session's data connection, or a machine's
+    control connection. Holds requests while the agent has no free slot, and
+    — for sessions — while a lost agent may still come back."""
+
+    key: str
+    #: "session" or "machine"
+    kind: str
+    #: The user the session or machine belongs to.
+    user: str = ""
+    owner: AgentLink | None = None
+    #: Requests waiting to be issued, oldest (or retried) first.
+    queue: deque[Route] = field(default_factory=deque)
+    #: Until when requests are held, and the session kept reserved, for a
+    #: lost agent to reconnect.
+    hold_until: float | None = None
+    #: The machine whose connection dropped unexpectedly: only it may claim
+    #: the session while the hold lasts (it never explicitly disconnected).
+    reserved_for: str | None = None
+    #: The machine a session was last served from (for transparent restore).
+    machine_id: str | None = None
+    #: The last root grant seen for this session (for transparent restore).
+    root_grant: str | None = None
+    #: A RESTORE_SESSION the hub sent on its own is in flight.
+    restoring: bool = False
 
 
 @dataclass(eq=False, slots=True)
 class ClientLink:
     peer: Any
     user: str
-    session_id: str
+    target: Target
     #: client request id → the Route carrying it (sent or queued).
     inflight: dict[str, Route] = field(default_factory=dict)
     closed: bool = False
@@ -32,11 +60,13 @@ class ClientLink:
 class Route:
     """One relayed request: where its answer goes back to."""
 
-    client: ClientLink
+    client: ClientLink | None
     client_id: str
     kind: str
     envelope: Envelope
     hub_id: str = ""
+    #: How many times it was re-issued after its connection died.
+    attempts: int = 0
 
 
 @dataclass(eq=False, slots=True)
@@ -49,6 +79,8 @@ class AgentLink:
     machine_id: str = ""
     version: str = "1.1"
     granted: frozenset[str] = frozenset()
+    #: The session or machine this connection serves once READY.
+    target: Target | None = None
     #: The agent's effective max_concurrent as the hub best knows it.
     capacity: int = 0
     #: hub request id → route, for requests sent and not yet answered.
@@ -57,15 +89,10 @@ class AgentLink:
     ping_at: float = 0.0
     pong_deadline: float | None = None
     hello_deadline: float | None = None
+    connected_at: float = 0.0
+    #: The hub closed this connection itself (keepalive, takeover, revoke).
+    hub_closed: bool = False
 
     @property
     def free_slots(self) -> int:
         return self.capacity - len(self.routes)
-
-
-@dataclass(eq=False, slots=True)
-class Session:
-    session_id: str
-    owner: AgentLink | None = None
-    #: Requests waiting for a free slot on the owner, oldest first.
-    queue: deque[Route] = field(default_factory=deque)

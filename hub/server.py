@@ -20,6 +20,7 @@ from tetherbed.clock import SystemClock
 from tetherbed.hub.actions import Close, HubAction, Send
 from tetherbed.hub.config import HubConfig
 from tetherbed.hub.core import HubCore
+from tetherbed.hub.links import AgentState, ClientLink
 from tetherbed.hub.store import HubStore, TokenKind
 from tetherbed.wire.codes import CloseCode, ErrorCode, ExtensionCode
 from tetherbed.wire.limits import FRAME_LIMIT_BYTES
@@ -43,13 +44,22 @@ class HubServer:
     def __init__(self, config: HubConfig, store: HubStore) -> None:
         self.config = config
         self.store = store
-        self.core = HubCore(config, SystemClock())
+        self.core = HubCore(
+            config,
+            SystemClock(),
+            authority=lambda user, session_id: store.claim_session(session_id, user),
+            on_grant=store.save_grant,
+        )
+        for user, session_id, machine_id, grant in store.grants():
+            self.core.remember_grant(user, session_id, machine_id, grant)
         self.app = web.Application()
         self.app.add_routes(
             [
                 web.get("/ws/local-executor", self._agent_control),
                 web.get("/ws/local-executor/{session_id}", self._agent_data),
                 web.get("/v1/sessions/{session_id}/client", self._client),
+                web.get("/v1/machines/{machine_id}/client", self._machine_client),
+                web.get("/v1/machines", self._list_machines),
                 web.post("/v1/sessions", self._create_session),
                 web.get("/v1/sessions", self._list_sessions),
                 web.post("/v1/sessions/{session_id}/revoke", self._revoke_session),
@@ -85,11 +95,12 @@ class HubServer:
             async for message in ws:
                 if message.type is WSMsgType.TEXT or message.type is WSMsgType.BINARY:
                     await self._apply(self.core.agent_frame(link, message.data))
-                    if link.state.name != "READY":
+                    if link.state is not AgentState.READY:
                         self._reschedule()
         finally:
             await self._apply(self.core.agent_closed(link, ws.close_code))
             self._sockets.discard(ws)
+            self._reschedule()
         return ws
 
     # --- clients -----------------------------------------------------------
@@ -105,6 +116,20 @@ class HubServer:
             return _refuse(404, ExtensionCode.SESSION_NOT_FOUND, f"no session {session_id}")
         ws = await self._upgrade(request)
         client = self.core.client_opened(ws, user=user, session_id=session_id)
+        return await self._serve_client(ws, client)
+
+    async def _machine_client(self, request: web.Request) -> web.StreamResponse:
+        user = self.store.authenticate(_bearer(request), TokenKind.CLIENT)
+        if user is None:
+            return _refuse(401, ErrorCode.AUTH_FAILED, "missing or invalid client token")
+        ws = await self._upgrade(request)
+        machine_id = request.match_info["machine_id"]
+        client = self.core.machine_client_opened(ws, user=user, machine_id=machine_id)
+        return await self._serve_client(ws, client)
+
+    async def _serve_client(
+        self, ws: web.WebSocketResponse, client: ClientLink
+    ) -> web.WebSocketResponse:
         core_frame = self.core.client_frame
         apply = self._apply
         try:
@@ -112,6 +137,8 @@ class HubServer:
                 if message.type is WSMsgType.TEXT or message.type is WSMsgType.BINARY:
                     self.relayed += 1
                     await apply(core_frame(client, message.data))
+                    if client.target.hold_until is not None:
+                        self._reschedule()
         finally:
             await self._apply(self.core.client_closed(client))
             self._sockets.discard(ws)
@@ -147,6 +174,27 @@ class HubServer:
             )
         return web.json_response({"sessions": sessions})
 
+    async def _list_machines(self, request: web.Request) -> web.Response:
+        """The presence registry: this user's machines with a control connection."""
+        user = self._client_user(request)
+        if user is None:
+            return _refuse(401, ErrorCode.AUTH_FAILED, "missing or invalid client token")
+        machines = []
+        for (owner_user, machine_id), target in self.core.machines.items():
+            link = target.owner
+            if owner_user != user or link is None:
+                continue
+            machines.append(
+                {
+                    "machine_id": machine_id,
+                    "connection_id": link.connection_id,
+                    "connected_for_seconds": round(
+                        self.core.clock.monotonic() - link.connected_at, 3
+                    ),
+                }
+            )
+        return web.json_response({"machines": machines})
+
     async def _revoke_session(self, request: web.Request) -> web.Response:
         user = self._client_user(request)
         if user is None:
@@ -158,7 +206,7 @@ class HubServer:
         actions = self.core.revoke(session_id)
         self.store.mark_revoked(session_id)
         await self._apply(actions)
-        return web.json_response({"session_id": session_id, "revoked": bool(actions)})
+        return web.json_response({"session_id": session_id, "agent_closed": bool(actions)})
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True, "agents": len(self.core.agents)})

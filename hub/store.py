@@ -34,6 +34,12 @@ CREATE TABLE IF NOT EXISTS sessions (
     created REAL NOT NULL,
     revoked INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS session_grants (
+    session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+    machine_id TEXT NOT NULL,
+    root_grant TEXT NOT NULL,
+    updated REAL NOT NULL
+);
 """
 
 DATABASE_NAME = "hub.sqlite3"
@@ -149,3 +155,20 @@ class HubStore:
     def mark_revoked(self, session_id: str) -> None:
         with self._db:
             self._db.execute("UPDATE sessions SET revoked = 1 WHERE id = ?", (session_id,))
+            self._db.execute("DELETE FROM session_grants WHERE session_id = ?", (session_id,))
+
+    # --- root grants (durable, so transparent restore survives a restart) --
+
+    def save_grant(self, session_id: str, machine_id: str, root_grant: str) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO session_grants VALUES (?, ?, ?, ?)",
+                (session_id, machine_id, root_grant, time.time()),
+            )
+
+    def grants(self) -> list[tuple[str, str, str, str]]:
+        """(user, session_id, machine_id, root_grant) for every live grant."""
+        return self._db.execute(
+            "SELECT s.user, g.session_id, g.machine_id, g.root_grant "
+            "FROM session_grants g JOIN sessions s ON s.id = g.session_id WHERE s.revoked = 0"
+        ).fetchall()

@@ -57,17 +57,47 @@ def build_parser() -> argparse.ArgumentParser:
     new_session = session_commands.add_parser("create", help="print one new session id")
     new_session.add_argument("--state", required=True)
     new_session.add_argument("--user", required=True)
+    revoke = session_commands.add_parser(
+        "revoke", help="revoke a session on a running hub (its agent gets 4428)"
+    )
+    revoke.add_argument("--hub", required=True, help="hub base URL")
+    revoke.add_argument(
+        "--token", default=None, help="client token (default: $TETHERBED_CLIENT_TOKEN)"
+    )
+    revoke.add_argument("session_id")
 
-    agent = commands.add_parser("agent", help="run an agent (shim) that dials the hub")
-    agent.add_argument("--hub", required=True, help="hub base URL, e.g. ws://127.0.0.1:8765")
-    agent.add_argument("--token", required=True, help="agent bearer token")
-    agent.add_argument("--root", required=True, help="the allowed root folder")
-    agent.add_argument("--session-id", required=True, help="session to serve (legacy data mode)")
+    agent = commands.add_parser(
+        "agent",
+        help="run an agent (shim) that dials the hub",
+        description="Without --session-id the agent runs in control mode: it opens the "
+        "machine's control connection and starts a child agent per activated session.",
+    )
+    agent.add_argument("--hub", help="hub base URL, e.g. ws://127.0.0.1:8765 (required)")
+    agent.add_argument(
+        "--token", default=None, help="agent bearer token (default: $TETHERBED_AGENT_TOKEN)"
+    )
+    agent.add_argument("--root", help="the allowed root folder (data mode)")
+    agent.add_argument("--session-id", help="serve this session directly (legacy data mode)")
+    agent.add_argument(
+        "--browse-root",
+        action="append",
+        default=[],
+        help="control mode: a folder browsing starts from (repeatable; default: home)",
+    )
+    agent.add_argument("--state-dir", help="audit key and log (default: ~/.local/state/...)")
+    agent.add_argument("--idle-exit", type=_positive_float, default=None, help=argparse.SUPPRESS)
     agent.add_argument("--enable-shell", action="store_true", help="allow EXECUTE_COMMAND")
     agent.add_argument("--machine-id", default="", help="defaults to hostname-uuid")
     agent.add_argument("--max-concurrent", type=_positive_int, default=None)
     agent.add_argument("--max-file-size", type=_positive_int, default=None)
     agent.add_argument("--command-timeout", type=_positive_float, default=None)
+    agent_commands = agent.add_subparsers(dest="agent_command")
+    audit = agent_commands.add_parser("audit", help="the agent's audit log")
+    audit_commands = audit.add_subparsers(dest="audit_command", required=True)
+    verify = audit_commands.add_parser("verify", help="check the HMAC chain of an audit log")
+    verify.add_argument("file")
+    verify.add_argument("--state-dir", dest="verify_state_dir", default=None)
+    verify.add_argument("--key-file", default=None)
 
     commands.add_parser("demo", help="start a hub and an agent, and tour them with the client")
     return parser
@@ -80,6 +110,17 @@ def _hub_limits(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ping-interval", type=_positive_float, default=None)
     parser.add_argument("--pong-timeout", type=_positive_float, default=None)
     parser.add_argument("--queue-limit", type=_positive_int, default=None)
+    parser.add_argument(
+        "--retry-window",
+        type=_positive_float,
+        default=None,
+        help="seconds a dropped session stays reserved and its retryable requests held",
+    )
+    parser.add_argument(
+        "--no-auto-restore",
+        action="store_true",
+        help="do not restore idle-stopped sessions through the control connection",
+    )
     parser.add_argument(
         "--ownership",
         choices=["reference", "evict-old", "last-write-wins"],
@@ -110,6 +151,8 @@ def _hub(args: argparse.Namespace) -> int:
     from tetherbed.hub.config import HubConfig, OwnershipPolicy
     from tetherbed.hub.store import HubStore
 
+    if args.hub_command == "session" and args.session_command == "revoke":
+        return _revoke(args)
     if not args.state:
         print("tetherbed hub: --state DIR is required", file=sys.stderr)
         return 2
@@ -122,7 +165,9 @@ def _hub(args: argparse.Namespace) -> int:
         return 0
     from tetherbed.hub.server import serve
 
-    config = HubConfig(ownership=OwnershipPolicy(args.ownership))
+    config = HubConfig(
+        ownership=OwnershipPolicy(args.ownership), auto_restore=not args.no_auto_restore
+    )
     for option, field in [
         ("max_file_size", "max_file_size_bytes"),
         ("command_timeout", "command_timeout_seconds"),
@@ -130,6 +175,7 @@ def _hub(args: argparse.Namespace) -> int:
         ("ping_interval", "ping_interval"),
         ("pong_timeout", "pong_timeout"),
         ("queue_limit", "queue_limit"),
+        ("retry_window", "retry_window"),
     ]:
         value = getattr(args, option)
         if value is not None:
@@ -139,17 +185,72 @@ def _hub(args: argparse.Namespace) -> int:
     return 0
 
 
+def _revoke(args: argparse.Namespace) -> int:
+    import os
+
+    from tetherbed.hub.admin_client import HubAdmin, HubError
+
+    token = args.token or os.environ.get("TETHERBED_CLIENT_TOKEN")
+    if not token:
+        print("tetherbed hub session revoke: --token or $TETHERBED_CLIENT_TOKEN", file=sys.stderr)
+        return 2
+
+    async def revoke() -> dict:
+        async with HubAdmin(args.hub, token) as admin:
+            return await admin.revoke(args.session_id)
+
+    try:
+        result = asyncio.run(revoke())
+    except HubError as exc:
+        print(f"tetherbed hub session revoke: {exc.code}: {exc.message}", file=sys.stderr)
+        return 1
+    state = "its agent was closed with 4428" if result["agent_closed"] else "no agent connected"
+    print(f"revoked {args.session_id}: {state}")
+    return 0
+
+
 def _agent(args: argparse.Namespace) -> int:
+    import os
     from pathlib import Path
+
+    if args.agent_command == "audit":
+        from tetherbed.agent.audit_verify import main as verify_main
+
+        argv = [args.file]
+        if args.verify_state_dir:
+            argv += ["--state-dir", args.verify_state_dir]
+        if args.key_file:
+            argv += ["--key-file", args.key_file]
+        return verify_main(argv)
 
     from tetherbed.agent.config import AgentConfig, Limits
     from tetherbed.agent.runtime import AgentRuntime
     from tetherbed.ws_transport import connect_websocket
 
-    root = Path(args.root)
-    if not root.is_dir():
-        print(f"tetherbed agent: --root {args.root} is not a directory", file=sys.stderr)
+    def usage(message: str) -> int:
+        print(f"tetherbed agent: {message}", file=sys.stderr)
         return 2
+
+    token = args.token or os.environ.get("TETHERBED_AGENT_TOKEN")
+    if not args.hub:
+        return usage("--hub URL is required")
+    if not token:
+        return usage("--token or $TETHERBED_AGENT_TOKEN is required")
+    if args.session_id:
+        if not args.root:
+            return usage("--root DIR is required with --session-id")
+        root = Path(args.root)
+        if not root.is_dir():
+            return usage(f"--root {args.root} is not a directory")
+        root_text = str(root.resolve())
+    else:
+        if args.root:
+            return usage("--root applies to a session; use --browse-root in control mode")
+        root_text = ""
+    browse_roots = [str(Path(p).resolve()) for p in args.browse_root] or [str(Path.home())]
+    missing = [p for p in browse_roots if not Path(p).is_dir()]
+    if missing:
+        return usage(f"--browse-root {missing[0]} is not a directory")
     defaults = Limits()
     limits = Limits(
         max_file_size_bytes=args.max_file_size or defaults.max_file_size_bytes,
@@ -158,12 +259,15 @@ def _agent(args: argparse.Namespace) -> int:
     )
     config = AgentConfig(
         hub_url=args.hub,
-        token=args.token,
-        root=str(root.resolve()),
+        token=token,
+        root=root_text,
         session_id=args.session_id,
         machine_id=args.machine_id,
         enable_shell=args.enable_shell,
         local_limits=limits,
+        browse_roots=browse_roots,
+        state_dir=args.state_dir,
+        idle_exit=args.idle_exit,
     )
 
     async def run() -> int:
@@ -171,7 +275,10 @@ def _agent(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, lambda: asyncio.ensure_future(runtime.shutdown()))
-        stop = await runtime.run()
+        try:
+            stop = await runtime.run()
+        finally:
+            await runtime.close()
         if stop.exit_code:
             print(f"tetherbed agent: {stop.reason}", file=sys.stderr)
         return int(stop.exit_code)

@@ -213,3 +213,25 @@ def start_agent(
     if enable_shell:
         argv.append("--enable-shell")
     return _spawn(name, [*argv, *(args or [])])
+
+
+def start_control_agent(
+    hub_url: str,
+    token: str,
+    browse_roots: list[Path],
+    state_dir: Path,
+    *,
+    machine_id: str = "",
+    enable_shell: bool = False,
+    args: list[str] | None = None,
+    name: str = "control-agent",
+) -> ManagedProcess:
+    """A control-mode agent: the machine's daemon that starts session children."""
+    argv = ["agent", "--hub", hub_url, "--state-dir", str(state_dir)]
+    for root in browse_roots:
+        argv += ["--browse-root", str(root)]
+    if machine_id:
+        argv += ["--machine-id", machine_id]
+    if enable_shell:
+        argv.append("--enable-shell")
+    return _spawn(name, [*argv, *(args or [])], env={"TETHERBED_AGENT_TOKEN": token})

@@ -24,7 +24,7 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     base = tmp_path_factory.mktemp("stack")
-    hub = start_hub(base / "state", args=["--max-concurrent", "16"])
+    hub = start_hub(base / "state", args=["--max-concurrent", "16", "--retry-window", "3"])
     agent = None
     try:
         agent_token = hub.token("alice", "agent")

@@ -210,19 +210,97 @@ def test_duplicate_id_from_one_client_is_refused() -> None:
     assert error["payload"]["code"] == "DUPLICATE_REQUEST_ID"
 
 
-def test_agent_disconnect_answers_every_in_flight_request_at_once() -> None:
+def test_explicit_disconnect_answers_every_in_flight_request_at_once() -> None:
     hub = Hub()
     _, link, _ = hub.agent()
     peer, client = hub.client()
     for i in range(3):
         hub.core.client_frame(client, enc(type="FILE_STAT", id=f"r{i}", payload={"path": "a"}))
     hub.core.client_frame(client, enc(type="EXECUTE_COMMAND", id="cmd", payload={"command": "x"}))
-    answers = frames(hub.core.agent_closed(link, 1006), peer)
-    assert sorted(a["id"] for a in answers) == ["cmd", "r0", "r1", "r2"]
-    assert {a["payload"]["code"] for a in answers} == {"AGENT_DISCONNECTED"}
-    by_id = {a["id"]: a["payload"]["details"]["idempotent"] for a in answers}
-    assert by_id == {"cmd": False, "r0": True, "r1": True, "r2": True}
+    answers = frames(hub.core.agent_closed(link, 1000), peer)
+    by_id = {a["id"]: a["payload"]["code"] for a in answers}
+    assert by_id == {
+        "cmd": "OUTCOME_UNKNOWN",
+        "r0": "AGENT_DISCONNECTED",
+        "r1": "AGENT_DISCONNECTED",
+        "r2": "AGENT_DISCONNECTED",
+    }
     assert not client.inflight
+
+
+def reconnect(hub: Hub, machine: str = "m1") -> tuple[Peer, AgentLink, list]:
+    peer = Peer(f"agent-{machine}-again")
+    link = hub.core.agent_opened(peer, user="alice", session_id="s1")
+    return peer, link, hub.core.agent_frame(link, hello(machine))
+
+
+def test_drop_reissues_idempotent_requests_and_reports_the_rest_unknown() -> None:
+    hub = Hub()
+    agent, link, _ = hub.agent()
+    peer, client = hub.client()
+    hub.core.client_frame(client, enc(type="FILE_READ", id="read", payload={"path": "a"}))
+    hub.core.client_frame(client, enc(type="FILE_DELETE", id="del", payload={"path": "b"}))
+    hub.core.client_frame(client, enc(type="EXECUTE_COMMAND", id="cmd", payload={"command": "x"}))
+    hub.core.client_frame(client, enc(type="FILE_MOVE", id="mv", payload={"src": "a", "dst": "c"}))
+    dropped = hub.core.agent_closed(link, 1006)
+    assert {a["id"]: a["payload"]["code"] for a in frames(dropped, peer)} == {
+        "cmd": "OUTCOME_UNKNOWN",
+        "mv": "OUTCOME_UNKNOWN",
+    }
+    # while the agent is away, new requests are held too
+    assert (
+        hub.core.client_frame(client, enc(type="FILE_STAT", id="late", payload={"path": "a"})) == []
+    )
+    hub.clock.advance(5.0)
+    again, _, actions = reconnect(hub)
+    reissued = frames(actions, again)
+    assert [f["type"] for f in reissued] == ["HELLO_ACK", "FILE_READ", "FILE_DELETE", "FILE_STAT"]
+    assert reissued[2]["payload"] == {"path": "b", "missing_ok": True}
+
+
+def test_held_requests_fail_when_the_agent_does_not_return_in_time() -> None:
+    hub = Hub(retry_window=30.0)
+    _, link, _ = hub.agent()
+    peer, client = hub.client()
+    hub.core.client_frame(client, enc(type="FILE_READ", id="sent", payload={"path": "a"}))
+    hub.core.agent_closed(link, 1006)
+    hub.core.client_frame(client, enc(type="FILE_READ", id="never", payload={"path": "a"}))
+    assert hub.core.next_deadline() == pytest.approx(30.0)
+    hub.clock.advance(30.0)
+    answers = {a["id"]: a["payload"]["code"] for a in frames(hub.core.on_timer(), peer)}
+    assert answers == {"sent": "AGENT_DISCONNECTED", "never": "AGENT_NOT_CONNECTED"}
+    assert not client.inflight
+
+
+def test_a_dropped_session_stays_reserved_for_its_machine() -> None:
+    hub = Hub(retry_window=30.0)
+    _, link, _ = hub.agent(machine="laptop-a")
+    hub.core.agent_closed(link, 1006)
+    intruder, _, actions = reconnect(hub, "laptop-b")
+    assert closes(actions, intruder)[0].code == 4427
+    hub.clock.advance(30.0)
+    hub.core.on_timer()
+    latecomer, _, actions = reconnect(hub, "laptop-b")
+    assert frames(actions, latecomer)[0]["type"] == "HELLO_ACK"  # reservation lapsed
+
+
+def test_shim_overloaded_answers_are_requeued_not_returned() -> None:
+    hub = Hub(max_concurrent=4)
+    agent, link, _ = hub.agent()
+    peer, client = hub.client()
+    (sent,) = frames(
+        hub.core.client_frame(client, enc(type="FILE_STAT", id="q", payload={"path": "a"})), agent
+    )
+    overloaded = enc(
+        type="ERROR",
+        id=sent["id"],
+        pending_capacity=0,
+        payload={"code": "SHIM_OVERLOADED", "message": "busy"},
+    )
+    actions = hub.core.agent_frame(link, overloaded)
+    assert not frames(actions, peer)  # not passed to the client
+    (again,) = frames(actions, agent)  # issued again right away: capacity re-learnt as 1
+    assert again["type"] == "FILE_STAT" and again["id"] != sent["id"]
 
 
 def test_capacity_from_status_queues_and_releases_in_order() -> None:
@@ -320,8 +398,9 @@ def test_same_machine_takes_over_old_gets_revoked_then_4427() -> None:
     assert closes(actions, old)[0].code == 4427
     assert frames(actions, new)[0]["type"] == "HELLO_ACK"
     assert hub.core.sessions["s1"].owner is new_link
-    # the request the old connection held is answered, not orphaned
-    assert any(f["id"] == "held" for f in frames(actions, client.peer))
+    # the idempotent request the old connection held is re-issued, not orphaned
+    assert [f["type"] for f in frames(actions, new)] == ["HELLO_ACK", "FILE_STAT"]
+    assert not frames(actions, client.peer)
 
 
 def test_different_machine_is_refused_and_owner_untouched() -> None:
@@ -402,3 +481,93 @@ def test_events_are_observed() -> None:
     hub.agent()
     names = [e for e, _ in hub.events]
     assert names[:3] == ["connect", "hello", "ack"]
+
+
+def control(hub: Hub, machine: str = "m1") -> tuple[Peer, AgentLink, list]:
+    peer = Peer(f"control-{machine}")
+    link = hub.core.agent_opened(peer, user="alice", session_id=None)
+    return (
+        peer,
+        link,
+        hub.core.agent_frame(link, hello(machine, caps=["directory_browse", "files"])),
+    )
+
+
+def test_control_connection_registers_presence_and_grants_only_browse() -> None:
+    hub = Hub()
+    peer, link, actions = control(hub)
+    (ack,) = frames(actions, peer)
+    assert ack["payload"]["session_id"] is None
+    assert ack["payload"]["connection_id"] == link.connection_id
+    assert ack["payload"]["granted_capabilities"] == ["directory_browse"]
+    assert hub.core.machines["alice", "m1"].owner is link
+    # a newer control connection of the same machine replaces the old one
+    peer2, link2, actions2 = control(hub)
+    assert closes(actions2, peer)[0].code == 4427
+    assert hub.core.machines["alice", "m1"].owner is link2
+    assert link2.connection_id != link.connection_id
+
+
+def test_control_connection_without_directory_browse_is_refused() -> None:
+    hub = Hub()
+    peer = Peer("c")
+    link = hub.core.agent_opened(peer, user="alice", session_id=None)
+    actions = hub.core.agent_frame(link, hello("m1", caps=["files"]))
+    assert frames(actions, peer)[0]["payload"]["code"] == "CAPABILITY_NOT_GRANTED"
+    assert closes(actions, peer)
+
+
+def test_machine_clients_send_only_control_requests_for_their_own_sessions() -> None:
+    hub = Hub()
+    hub.core._authority = lambda user, session: session.startswith("mine")
+    agent, _, _ = control(hub)
+    peer = Peer("mc")
+    client = hub.core.machine_client_opened(peer, user="alice", machine_id="m1")
+    browse = enc(type="DIRECTORY_LIST_REQUEST", id="b", payload={})
+    assert (
+        frames(hub.core.client_frame(client, browse), agent)[0]["type"] == "DIRECTORY_LIST_REQUEST"
+    )
+    data = enc(type="FILE_READ", id="f", payload={"path": "x"})
+    assert (
+        frames(hub.core.client_frame(client, data), peer)[0]["payload"]["code"]
+        == "MESSAGE_NOT_ALLOWED"
+    )
+    foreign = enc(type="ACTIVATE_SESSION", id="a", payload={"session_id": "theirs", "revision": 1})
+    actions = hub.core.client_frame(client, foreign)
+    assert not frames(actions, agent)
+    assert frames(actions, peer)[0]["payload"]["code"] == "SESSION_NOT_FOUND"
+
+
+def test_idle_stopped_session_is_restored_transparently() -> None:
+    hub = Hub()
+    agent, link, _ = control(hub)
+    peer = Peer("mc")
+    machine_client = hub.core.machine_client_opened(peer, user="alice", machine_id="m1")
+    attach = enc(
+        type="ATTACH_SESSION",
+        id="att",
+        payload={"session_id": "s1", "browse_id": "b", "directory_ref": "r"},
+    )
+    (sent,) = frames(hub.core.client_frame(machine_client, attach), agent)
+    attached = {
+        "session_id": "s1",
+        "allowed_root": "/w",
+        "fingerprint": "f" * 64,
+        "revision": 1,
+        "root_grant": "v1.abc.def",
+    }
+    hub.core.agent_frame(link, enc(type="SESSION_ATTACHED", id=sent["id"], payload=attached))
+    assert hub.core.sessions["s1"].root_grant == "v1.abc.def"
+    # no data connection for s1: a request triggers RESTORE_SESSION on the control link
+    data_peer, data_client = hub.client("s1")
+    actions = hub.core.client_frame(
+        data_client, enc(type="FILE_STAT", id="q", payload={"path": "a"})
+    )
+    (restore,) = frames(actions, agent)
+    assert restore["type"] == "RESTORE_SESSION"
+    assert restore["payload"] == {"session_id": "s1", "root_grant": "v1.abc.def"}
+    assert not frames(actions, data_peer)  # held, not refused
+    restored = {**attached, "root_grant": "v1.abc.def"}
+    hub.core.agent_frame(link, enc(type="SESSION_RESTORED", id=restore["id"], payload=restored))
+    child, _, child_actions = hub.agent(session="s1", machine="m1")
+    assert [f["type"] for f in frames(child_actions, child)] == ["HELLO_ACK", "FILE_STAT"]

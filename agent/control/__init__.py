@@ -1,0 +1,1 @@
+"""The control connection: browse, attach, activate, restore, detach."""

@@ -1,0 +1,1 @@
+"""The simulator: topologies, backends, faults, histories, checkers, scenarios."""

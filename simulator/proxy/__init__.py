@@ -1,0 +1,1 @@
+"""Fault-injecting proxies: TCP toxics and WebSocket-message-aware faults."""

@@ -1,0 +1,121 @@
+"""`tetherbed proxy`: run fault proxies with a Toxiproxy-compatible HTTP API.
+
+Prints `tetherbed proxy API listening on http://HOST:PORT` once the API listens,
+then one `tetherbed proxy NAME listening on LISTEN -> UPSTREAM` line for each
+proxy given with --proxy (with the port actually bound when LISTEN used port 0).
+Exits 0 on SIGTERM or SIGINT after closing every proxy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import random
+import signal
+import sys
+from collections.abc import Sequence
+
+from tetherbed import aio
+from tetherbed.simulator.proxy import errors
+from tetherbed.simulator.proxy.addresses import parse_address
+from tetherbed.simulator.proxy.registry import ProxyRegistry
+from tetherbed.simulator.proxy.server import DEFAULT_API, ApiServer
+
+
+def _api_address(text: str) -> tuple[str, int]:
+    try:
+        return parse_address(text, "--api")
+    except errors.ProxyError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
+def _proxy_spec(text: str) -> tuple[str, str, str]:
+    parts = text.split("=")
+    if len(parts) != 3 or not all(parts):
+        raise argparse.ArgumentTypeError(f"expected NAME=LISTEN=UPSTREAM, got {text!r}")
+    name, listen, upstream = parts
+    for field, value in (("LISTEN", listen), ("UPSTREAM", upstream)):
+        try:
+            parse_address(value, field)
+        except errors.ProxyError as exc:
+            raise argparse.ArgumentTypeError(exc.message) from None
+    return name, listen, upstream
+
+
+def build_parser(prog: str = "tetherbed proxy") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--api",
+        type=_api_address,
+        default=DEFAULT_API,
+        metavar="HOST:PORT",
+        help="where the HTTP API listens (default 127.0.0.1:8474, as Toxiproxy)",
+    )
+    parser.add_argument(
+        "--proxy",
+        type=_proxy_spec,
+        action="append",
+        default=[],
+        metavar="NAME=LISTEN=UPSTREAM",
+        help="create this proxy at start (repeatable), e.g. hub=127.0.0.1:18765=127.0.0.1:8765",
+    )
+    parser.add_argument("--seed", type=int, default=None, help="seed for every random choice")
+    parser.add_argument(
+        "--no-websocket", action="store_true", help="never parse WebSocket frames (pure TCP)"
+    )
+    parser.add_argument(
+        "--keep-extensions",
+        action="store_true",
+        help="let permessage-deflate be negotiated (message rules then cannot read messages)",
+    )
+    parser.add_argument(
+        "--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return aio.run(_serve(args))
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    rng = random.Random(args.seed) if args.seed is not None else None
+    registry = ProxyRegistry(
+        rng, websocket=not args.no_websocket, strip_extensions=not args.keep_extensions
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    api = ApiServer(registry, *args.api)
+    try:
+        for name, listen, upstream in args.proxy:
+            await registry.create(name, listen, upstream)
+        address = await api.start()
+    except (errors.ProxyError, OSError) as exc:
+        print(f"tetherbed proxy: {getattr(exc, 'message', exc)}", file=sys.stderr)
+        await registry.close()
+        return 1
+    print(f"tetherbed proxy API listening on http://{address}", flush=True)
+    for proxy in registry:
+        print(
+            f"tetherbed proxy {proxy.name} listening on {proxy.listen} -> {proxy.upstream}",
+            flush=True,
+        )
+    try:
+        await stop.wait()
+    finally:
+        await api.stop()
+        await registry.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
