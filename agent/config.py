@@ -44,5 +44,7 @@ class AgentConfig:
     #: Exit (code 5) after this many seconds without a data request; the
     #: control daemon sets it on the children it starts.
     idle_exit: float | None = None
+    #: Control mode: the --idle-exit given to each session child.
+    child_idle_exit: float = 600.0
     #: Rotate the audit log above this size.
     audit_max_bytes: int = 10 * 1024 * 1024

@@ -130,6 +130,7 @@ class AgentRuntime:
                 clock=self.clock,
                 machine_id=self.machine_id,
                 audit=self._audit_control_event,
+                idle_exit_seconds=self.config.child_idle_exit,
             )
         from tetherbed.agent.operations import DataOperations
 

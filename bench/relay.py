@@ -43,6 +43,7 @@ from typing import IO, Any
 import msgspec
 import uvloop
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
 from tetherbed.launch import HubProcess, start_hub
 from tetherbed.wire.limits import FRAME_LIMIT_BYTES
@@ -250,21 +251,24 @@ async def load_round(scenario: Scenario, spec: LoadSpec) -> RoundResult:
         ping_interval=None,
         proxy=None,
         open_timeout=10,
+        close_timeout=2,
     )
     driver = _Driver(conn, scenario, spec)
+    task = asyncio.ensure_future(driver.run())
     try:
-        task = asyncio.ensure_future(driver.run())
         while not task.done():
             seen = driver.answers
             await asyncio.wait({task}, timeout=STALL_SECONDS)
             if not task.done() and driver.answers == seen:
-                task.cancel()
                 raise RuntimeError(
                     f"{scenario.name}: no answer for {STALL_SECONDS:.0f} s "
                     f"({len(driver.sent_at)} outstanding)"
                 )
         return task.result()
     finally:
+        if not task.done():  # stalled, or this round was cancelled (Ctrl-C)
+            task.cancel()
+            await asyncio.wait({task})
         await conn.close()
 
 
@@ -321,8 +325,11 @@ class _Driver:
                 continue  # draining
             if start:
                 latencies.append(now - started)
-                n = len(latencies)
-                if n >= spec.requests if spec.requests else now - start >= spec.seconds:
+                if spec.requests:
+                    finished = len(latencies) >= spec.requests
+                else:
+                    finished = now - start >= spec.seconds
+                if finished:
                     end, cpu_end, sending = now, self._cpu(), False
                     continue
             elif now >= measure_from:
@@ -383,6 +390,21 @@ class Topology:
     hub: HubProcess | None = None
     scenarios: dict[str, Scenario] = field(default_factory=dict)
 
+    def spawn(self, name: str, *args: str) -> Peer:
+        """Start a `_relay_peers.py` process and register it for `close()`."""
+        with _signals_deferred():
+            peer = spawn_peer(name, self.workdir, *args)
+            self.peers.append(peer)
+        return peer
+
+    def start_hub(self) -> HubProcess:
+        """Start `tetherbed hub` (it never queues: max_concurrent > in flight)."""
+        with _signals_deferred():
+            self.hub = start_hub(
+                self.workdir / "hub-state", args=["--max-concurrent", str(HUB_MAX_CONCURRENT)]
+            )
+        return self.hub
+
     def close(self) -> None:
         # Agents first, so that their relays see an orderly close.
         for peer in sorted(self.peers, key=lambda p: not p.name.startswith("agent")):
@@ -397,15 +419,27 @@ class Topology:
             yield f"hub pid {self.hub.process.pid}"
 
 
-def build_topology(workdir: Path, wanted: list[str], topology: Topology) -> None:
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM until a child is started *and* registered, so none leaks."""
+    caught: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, lambda n, _: caught.append(n)) for signum in held}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if caught:
+        raise KeyboardInterrupt
+
+
+def build_topology(wanted: list[str], topology: Topology) -> None:
     """Start the processes the wanted scenarios need and wait until all are ready."""
-    echo = spawn_peer("echo", workdir, "echo") if "echo" in wanted else None
-    minimal = spawn_peer("minimal", workdir, "minimal") if "minimal" in wanted else None
-    topology.peers += [p for p in (echo, minimal) if p is not None]
+    echo = topology.spawn("echo", "echo") if "echo" in wanted else None
+    minimal = topology.spawn("minimal", "minimal") if "minimal" in wanted else None
     if "hub" in wanted:  # blocks until the hub listens; the peers start meanwhile
-        topology.hub = start_hub(
-            workdir / "hub-state", args=["--max-concurrent", str(HUB_MAX_CONCURRENT)]
-        )
+        topology.start_hub()
     if echo is not None:
         url = _url_of(wait_announced(echo))
         topology.scenarios["echo"] = Scenario("echo", url, {}, echo.pid, None, "FILE_STAT")
@@ -436,12 +470,10 @@ def _behind_relay(
 ) -> Scenario:
     """Connect a fake agent to the relay at `base_url`; the scenario's client URL."""
     session = str(uuid.uuid4())
-    agent = spawn_peer(
+    agent = topology.spawn(
         f"agent-{name}",
-        topology.workdir,
         *("agent", "--url", base_url, "--session", session, "--token", agent_token),
     )
-    topology.peers.append(agent)
     wait_announced(agent)
     return Scenario(
         name,
@@ -453,17 +485,26 @@ def _behind_relay(
     )
 
 
-def run_rounds(
+async def run_rounds(
     topology: Topology, args: argparse.Namespace, progress: Callable[[str], None]
 ) -> dict[str, list[RoundResult]]:
-    """Interleave the scenarios, rotating their order every round."""
+    """Interleave the scenarios, rotating their order every round.
+
+    SIGINT/SIGTERM cancel this coroutine, so that every connection is closed
+    before the processes are stopped.
+    """
+    loop = asyncio.get_running_loop()
+    this = asyncio.current_task()
+    assert this is not None
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, this.cancel)
     names = [n for n in SCENARIOS if n in topology.scenarios]
     spec = LoadSpec(args.in_flight, args.frame_size, args.warmup, args.seconds, args.requests)
     results: dict[str, list[RoundResult]] = {n: [] for n in names}
     for round_no in range(args.rounds):
         shift = round_no % len(names)
         for name in names[shift:] + names[:shift]:
-            result = uvloop.run(load_round(topology.scenarios[name], spec))
+            result = await load_round(topology.scenarios[name], spec)
             results[name].append(result)
             progress(
                 f"round {round_no + 1}/{args.rounds} {name:8s} {result.rps:9,.0f} req/s  "
@@ -509,12 +550,17 @@ def ratios(summary: dict[str, dict[str, Any]]) -> dict[str, float]:
 
 
 def render(
-    summary: dict[str, dict[str, Any]], found: dict[str, float], args: argparse.Namespace
+    summary: dict[str, dict[str, Any]],
+    found: dict[str, float],
+    args: argparse.Namespace,
+    load_before: float,
 ) -> str:
     window = f"{args.requests} requests" if args.requests else f"{args.seconds:g} s"
     lines = [
         f"relay benchmark: {args.frame_size}-byte FILE_STAT, {args.in_flight} in flight, "
         f"median of {args.rounds} interleaved rounds of {window} (+{args.warmup:g} s warm-up)",
+        f"machine: {os.cpu_count()} CPUs, 1-min load average {load_before:.2f} before the run "
+        "(anything else running skews every number)",
         "",
         f"{'scenario':<10}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'relay CPU µs/req':>19}",
     ]
@@ -542,6 +588,7 @@ def as_json(
     summary: dict[str, dict[str, Any]],
     found: dict[str, float],
     args: argparse.Namespace,
+    load_before: float,
 ) -> str:
     document = {
         "config": {
@@ -552,6 +599,7 @@ def as_json(
             "in_flight": args.in_flight,
             "frame_size": args.frame_size,
             "cpus": os.cpu_count(),
+            "loadavg_before": load_before,
         },
         "scenarios": {
             name: {"median": summary[name], "rounds": [asdict(r) for r in rounds]}
@@ -618,12 +666,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM outside the event loop: unwind like Ctrl-C, through the cleanup."""
     raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
+    load_before = os.getloadavg()[0]
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -631,17 +681,26 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tetherbed-bench-") as workdir:
         topology = Topology(Path(workdir))
         try:
-            build_topology(Path(workdir), args.wanted, topology)
+            build_topology(args.wanted, topology)
             progress("started: " + ", ".join(topology.describe()))
-            results = run_rounds(topology, args, progress)
-        except KeyboardInterrupt:
+            results = uvloop.run(run_rounds(topology, args, progress))
+        except (KeyboardInterrupt, asyncio.CancelledError):
             progress("interrupted")
             return 130
+        except (RuntimeError, OSError, ConnectionClosed) as exc:
+            progress(f"benchmark failed: {exc}")
+            return 1
         finally:
+            # No second signal may cut the cleanup short.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             topology.close()
     summary = {name: medians(rounds) for name, rounds in results.items()}
     found = ratios(summary)
-    print(as_json(results, summary, found, args) if args.json else render(summary, found, args))
+    if args.json:
+        print(as_json(results, summary, found, args, load_before))
+    else:
+        print(render(summary, found, args, load_before))
     return 0
 
 

@@ -685,7 +685,9 @@ class Files:
             ),
             request_timeout=request_timeout,
         )
-        listing: FileListResponse = expect_answer(frame, MessageType.FILE_LIST_RESPONSE, FileListResponse)
+        listing: FileListResponse = expect_answer(
+            frame, MessageType.FILE_LIST_RESPONSE, FileListResponse
+        )
         entries = [entry_from_list(entry) for entry in listing.entries]
         if depth > 1:
             entries = _within_depth(entries, path, depth)

@@ -395,8 +395,12 @@ class HubCore:
                 old.hub_closed = True
                 self._fail_routes(old, actions)
                 self._observe(
-                    "takeover", machine=link.machine_id, old=old.connection_id,
-                    new=link.connection_id, control=True, silent=False,
+                    "takeover",
+                    machine=link.machine_id,
+                    old=old.connection_id,
+                    new=link.connection_id,
+                    control=True,
+                    silent=False,
                 )
             target.owner = link
             return target
@@ -635,7 +639,7 @@ class HubCore:
                 self._drain_queue(target, actions)
 
     def _learn_grant(self, link: AgentLink, kind: str, envelope: Envelope) -> None:
-        if kind != MessageType.SESSION_ATTACHED and kind != MessageType.SESSION_RESTORED:
+        if kind not in (MessageType.SESSION_ATTACHED, MessageType.SESSION_RESTORED):
             return
         try:
             answer = _grant_answer.decode(envelope.payload)

@@ -86,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agent.add_argument("--state-dir", help="audit key and log (default: ~/.local/state/...)")
     agent.add_argument("--idle-exit", type=_positive_float, default=None, help=argparse.SUPPRESS)
+    agent.add_argument(
+        "--child-idle-exit",
+        type=_positive_float,
+        default=600.0,
+        help="control mode: seconds without a request before a session child stops",
+    )
     agent.add_argument("--enable-shell", action="store_true", help="allow EXECUTE_COMMAND")
     agent.add_argument("--machine-id", default="", help="defaults to hostname-uuid")
     agent.add_argument("--max-concurrent", type=_positive_int, default=None)
@@ -223,6 +229,7 @@ def _agent(args: argparse.Namespace) -> int:
             argv += ["--key-file", args.key_file]
         return verify_main(argv)
 
+    from tetherbed.agent.audit import AuditLogError
     from tetherbed.agent.config import AgentConfig, Limits
     from tetherbed.agent.runtime import AgentRuntime
     from tetherbed.ws_transport import connect_websocket
@@ -247,10 +254,12 @@ def _agent(args: argparse.Namespace) -> int:
         if args.root:
             return usage("--root applies to a session; use --browse-root in control mode")
         root_text = ""
-    browse_roots = [str(Path(p).resolve()) for p in args.browse_root] or [str(Path.home())]
-    missing = [p for p in browse_roots if not Path(p).is_dir()]
-    if missing:
-        return usage(f"--browse-root {missing[0]} is not a directory")
+    browse_roots: list[str] = []
+    if not args.session_id:
+        browse_roots = [str(Path(p).resolve()) for p in args.browse_root] or [str(Path.home())]
+        missing = [p for p in browse_roots if not Path(p).is_dir()]
+        if missing:
+            return usage(f"--browse-root {missing[0]} is not a directory")
     defaults = Limits()
     limits = Limits(
         max_file_size_bytes=args.max_file_size or defaults.max_file_size_bytes,
@@ -268,10 +277,19 @@ def _agent(args: argparse.Namespace) -> int:
         browse_roots=browse_roots,
         state_dir=args.state_dir,
         idle_exit=args.idle_exit,
+        child_idle_exit=args.child_idle_exit,
     )
 
     async def run() -> int:
-        runtime = AgentRuntime(config, connector=connect_websocket)
+        try:
+            runtime = AgentRuntime(config, connector=connect_websocket)
+        except AuditLogError as exc:
+            print(
+                f"tetherbed agent: the audit log cannot be continued ({exc}); run "
+                "`tetherbed agent audit verify` on it and move it aside",
+                file=sys.stderr,
+            )
+            return 2
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, lambda: asyncio.ensure_future(runtime.shutdown()))

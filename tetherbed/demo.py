@@ -61,7 +61,8 @@ async def _tour(hub_url: str, client_token: str, root: Path) -> None:
             f"exists now: {await sandbox.files.exists('notes/renamed.txt')}",
         )
         await sandbox.files.remove("notes")
-        _say("files.remove notes", f"left on disk: {sorted(p.name for p in root.iterdir())}")
+        left = sorted(entry.name for entry in await asyncio.to_thread(list, root.iterdir()))
+        _say("files.remove notes", f"left on disk: {left}")
 
 
 def main() -> int:

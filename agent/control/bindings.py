@@ -353,6 +353,7 @@ class SessionBindings:
             root=binding.allowed_root,
             session_id=binding.session_id,
             machine_id=self._machine_id,
+            idle_exit=self._idle_exit_seconds,
         )
 
     async def _fingerprint(self, path: str) -> str:

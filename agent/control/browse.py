@@ -340,7 +340,7 @@ def _real_subdirectory(parent: str, entry: os.DirEntry[str], dir_fd: int) -> _Di
         info = os.stat(entry.name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError:
         return None
-    if False:
+    if not stat.S_ISDIR(info.st_mode):
         return None
     path = os.path.join(parent, entry.name)
     if path in SPECIAL_DIRECTORIES or not accessible(entry.name, dir_fd):

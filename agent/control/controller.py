@@ -24,6 +24,9 @@ Decisions where the spec is silent (also in the module docstrings):
   {active_children, max_children}; it is a capacity refusal, not a bad request.
 - DETACH of a session with no binding answers ACK: the outcome the platform
   asked for already holds, so a DETACH whose answer was lost can be re-sent.
+- DETACH forgets the binding but cannot revoke its grant (the spec leaves
+  revocation to OAuth): the same grant can RESTORE the session again.
+- Children inherit the control agent's state dir (one audit key per machine).
 - The audit hook is best effort (a failing hook is logged) and never sees a
   grant.
 """
@@ -31,11 +34,15 @@ Decisions where the spec is silent (also in the module docstrings):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
+from tetherbed.agent import audit_key
 from tetherbed.agent.config import AgentConfig, Limits
+from tetherbed.agent.control import grant
 from tetherbed.agent.control.bindings import (
     MAX_CHILDREN,
     AuditHook,
@@ -43,6 +50,7 @@ from tetherbed.agent.control.bindings import (
     no_audit,
 )
 from tetherbed.agent.control.browse import Browser, random_token
+from tetherbed.agent.control.children import ProcessLauncher
 from tetherbed.agent.control.launcher import IDLE_EXIT_SECONDS, Launcher
 from tetherbed.clock import Clock
 from tetherbed.wire.codes import ExtensionCode
@@ -69,10 +77,11 @@ class ControlOperations:
         config: AgentConfig,
         *,
         browse_roots: Sequence[str | os.PathLike[str]] | None = None,
-        grant_key: bytes,
+        grant_key: bytes | None = None,
         clock: Clock,
-        launcher: Launcher,
+        launcher: Launcher | None = None,
         machine_id: str,
+        state_dir: str | os.PathLike[str] | None = None,
         audit: AuditHook = no_audit,
         offload: bool = True,
         new_token: Callable[[], str] = random_token,
@@ -80,11 +89,20 @@ class ControlOperations:
         max_children: int = MAX_CHILDREN,
     ) -> None:
         """`grant_key` is `grant.grant_key(audit_key)`, i.e.
-        `derive(audit_key, ROOT_GRANT_LABEL)`. `browse_roots` defaults to home."""
+        `derive(audit_key, ROOT_GRANT_LABEL)`; without it the audit key is
+        loaded (or created) in `state_dir`. `state_dir` is also handed to the
+        children, so their audit logs share the key. `launcher` defaults to
+        real child processes; `browse_roots` defaults to the user's home."""
         if not machine_id:
             raise ValueError("grants need a machine id")
+        if grant_key is None:
+            if state_dir is None:
+                raise ValueError("pass grant_key, or state_dir to load the audit key from")
+            grant_key = grant.grant_key(audit_key.load_or_create(Path(state_dir)))
         if len(grant_key) < 32:
             raise ValueError("the grant key must be at least 32 bytes")
+        if state_dir is not None and config.state_dir is None:
+            config = dataclasses.replace(config, state_dir=os.fspath(state_dir))
         self.limits = Limits()  # the runtime narrows this after HELLO_ACK, as for Operations
         self.browser = Browser(browse_roots, clock, new_token=new_token)
         self.bindings = SessionBindings(
@@ -92,7 +110,7 @@ class ControlOperations:
             machine_id=machine_id,
             grant_key=grant_key,
             clock=clock,
-            launcher=launcher,
+            launcher=launcher if launcher is not None else ProcessLauncher(),
             audit=audit,
             offload=offload,
             idle_exit_seconds=idle_exit_seconds,

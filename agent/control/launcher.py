@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tetherbed.agent.config import AgentConfig
+from tetherbed.agent.exit_codes import AgentExit
 
 #: A child stops itself with this exit code after IDLE_EXIT_SECONDS without a
 #: data request (`tetherbed agent --idle-exit`). Its binding is kept.
-IDLE_EXIT_CODE = 5
+IDLE_EXIT_CODE = int(AgentExit.IDLE)
 #: Spec: a non-recording child stops after ten minutes without a data request.
 IDLE_EXIT_SECONDS = 600.0
 

@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
+from tetherbed.agent import audit_key
 from tetherbed.agent.config import AgentConfig, Limits
 from tetherbed.agent.control import fingerprint as fp
 from tetherbed.agent.control import grant
 from tetherbed.agent.control.bindings import AuditEvent, BindingState
+from tetherbed.agent.control.children import ProcessLauncher
 from tetherbed.agent.control.controller import ControlOperations
 from tetherbed.agent.control.launcher import IDLE_EXIT_CODE, ChildSpec, ExitCallback
 from tetherbed.clock import ManualClock
@@ -213,7 +215,7 @@ async def test_attach_activate_detach(world: World) -> None:
     assert config.local_limits == Limits(max_concurrent=2)
     assert config is not world.config and world.config.root == "/control/root/is/unused"
     assert world.config.session_id is None  # the global config is never changed
-    assert child.spec.idle_exit_seconds == 600
+    assert child.spec.idle_exit_seconds == 600 and config.idle_exit == 600
     assert world.ops.bindings.get("s1").state is BindingState.ACTIVE  # type: ignore[union-attr]
 
     # Activating again is idempotent: same answer, no second child.
@@ -635,3 +637,28 @@ async def test_constructor_refuses_unsafe_settings(world: World) -> None:
             launcher=world.launcher,
             machine_id=MACHINE,
         )
+
+
+async def test_grant_key_and_state_dir_from_the_runtime(world: World, tmp_path: Path) -> None:
+    """The runtime passes state_dir instead of a key: the grant key is derived
+    from the audit key kept there, and children are told the same state dir."""
+    state = tmp_path / "state"
+    ops = ControlOperations(
+        world.config,
+        browse_roots=[world.root],
+        state_dir=state,
+        clock=ManualClock(),
+        launcher=world.launcher,
+        machine_id=MACHINE,
+        offload=False,
+    )
+    attached = await attach(ops, "s1", "p1")
+    key = grant.grant_key(audit_key.load_or_create(state))
+    grant.verify(key, attached.root_grant, machine_id=MACHINE, session_id="s1")
+    await activate(ops, "s1", 1)
+    assert world.launcher.children[0].spec.config.state_dir == str(state)
+    assert world.config.state_dir is None
+    default = ControlOperations(
+        world.config, state_dir=state, clock=ManualClock(), machine_id=MACHINE
+    )
+    assert isinstance(default.bindings._launcher, ProcessLauncher)

@@ -108,16 +108,16 @@ def test_only_real_accessible_directories_are_listed(
     base: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = base / "root"
-    for name in ("alpha", "Beta", "gamma", "locked", "vanishing"):
+    for name in ("alpha", "Beta", "gamma", "locked", "vanishing", "morphing"):
         (root / name).mkdir(parents=True)
     (root / "file.txt").write_text("x")
     (root / "link-to-dir").symlink_to(root / "alpha")
     (root / "dangling").symlink_to(root / "nowhere")
     os.mkfifo(root / "fifo")
     os.mkdir(os.fsencode(root) + b"/not-utf8-\xff")
-    # Tests run as root (chmod 000 would not stop us), so stub the two races:
-    # "locked" reads as inaccessible; "vanishing" disappears right after the
-    # scan saw it and before its stat.
+    # Tests run as root (chmod 000 would not stop us), so stub the races:
+    # "locked" reads as inaccessible; "vanishing" disappears and "morphing"
+    # turns into a file right after the scan saw it and before its stat.
     real_accessible = browse.accessible
     monkeypatch.setattr(
         browse, "accessible", lambda name, fd: name != "locked" and real_accessible(name, fd)
@@ -127,6 +127,9 @@ def test_only_real_accessible_directories_are_listed(
     def stat_after_vanish(path, *args, dir_fd=None, follow_symlinks=True):  # type: ignore[no-untyped-def]
         if path == "vanishing" and dir_fd is not None:
             os.rmdir(path, dir_fd=dir_fd)
+        if path == "morphing" and dir_fd is not None:  # became a file meanwhile
+            os.rmdir(path, dir_fd=dir_fd)
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, dir_fd=dir_fd))
         return real_stat(path, *args, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
 
     monkeypatch.setattr(os, "stat", stat_after_vanish)

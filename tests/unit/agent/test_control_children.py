@@ -93,6 +93,7 @@ def test_child_command_line_carries_config_but_never_the_token() -> None:
     ]
     assert all(TOKEN not in arg for arg in argv)
     assert "--enable-shell" in child_argv(spec(enable_shell=True), ["x"])
+    assert "--state-dir=/var/state" in child_argv(spec(state_dir="/var/state"), ["x"])
     env = child_env(spec(), {"PATH": "/bin", TOKEN_ENV: "parent-token"})
     assert env == {"PATH": "/bin", TOKEN_ENV: TOKEN}
 

@@ -236,7 +236,7 @@ def reconnect(hub: Hub, machine: str = "m1") -> tuple[Peer, AgentLink, list]:
 
 def test_drop_reissues_idempotent_requests_and_reports_the_rest_unknown() -> None:
     hub = Hub()
-    agent, link, _ = hub.agent()
+    _, link, _ = hub.agent()
     peer, client = hub.client()
     hub.core.client_frame(client, enc(type="FILE_READ", id="read", payload={"path": "a"}))
     hub.core.client_frame(client, enc(type="FILE_DELETE", id="del", payload={"path": "b"}))
@@ -502,7 +502,7 @@ def test_control_connection_registers_presence_and_grants_only_browse() -> None:
     assert ack["payload"]["granted_capabilities"] == ["directory_browse"]
     assert hub.core.machines["alice", "m1"].owner is link
     # a newer control connection of the same machine replaces the old one
-    peer2, link2, actions2 = control(hub)
+    _, link2, actions2 = control(hub)
     assert closes(actions2, peer)[0].code == 4427
     assert hub.core.machines["alice", "m1"].owner is link2
     assert link2.connection_id != link.connection_id
