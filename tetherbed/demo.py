@@ -8,6 +8,7 @@ everything by PID.
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -61,7 +62,7 @@ async def _tour(hub_url: str, client_token: str, root: Path) -> None:
             f"exists now: {await sandbox.files.exists('notes/renamed.txt')}",
         )
         await sandbox.files.remove("notes")
-        left = sorted(entry.name for entry in await asyncio.to_thread(list, root.iterdir()))
+        left = sorted(await asyncio.to_thread(os.listdir, root))
         _say("files.remove notes", f"left on disk: {left}")
 
 

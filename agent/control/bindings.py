@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 
 #: Spec: the "eight-child safety cap".
 MAX_CHILDREN = 8
+#: An idle child that stops within this long of being asked for is restarted.
+RESTART_GRACE_SECONDS = 5.0
 #: Inactive bindings beyond this are forgotten, oldest first; their grants
 #: still restore them, so forgetting loses nothing the platform cannot replay.
 MAX_BINDINGS = 1024
@@ -87,6 +89,9 @@ class Binding:
     child: ChildHandle | None = None
     generation: int = 0
     last_exit_code: int | None = None
+    #: When an ACTIVATE/RESTORE last found the child already running. A child
+    #: that stops for idleness right then was asked for again: restart it.
+    wanted_at: float | None = None
 
     def fields(self) -> dict[str, Any]:
         """The wire binding fields (SESSION_ACTIVATED and friends)."""
@@ -133,6 +138,7 @@ class SessionBindings:
         self._max_children = max_children
         self._bindings: dict[str, Binding] = {}
         self._lock = asyncio.Lock()
+        self._restarts: set[asyncio.Task[None]] = set()
         self._generation = 0
 
     # --- queries -------------------------------------------------------------
@@ -201,6 +207,7 @@ class SessionBindings:
                     details={"current_revision": binding.revision},
                 )
             if binding.state is BindingState.ACTIVE:
+                binding.wanted_at = self._clock.monotonic()
                 return SessionActivated(**binding.fields())
             current = await self._fingerprint(binding.allowed_root)
             if current != binding.fingerprint:
@@ -258,6 +265,8 @@ class SessionBindings:
                     if created:
                         self._bindings.pop(session_id, None)
                     raise
+            else:
+                binding.wanted_at = self._clock.monotonic()
             self._audit(
                 AuditEvent.RESTORED,
                 {**binding.fields(), "pid": _pid(binding), "from_grant": created},
@@ -283,6 +292,8 @@ class SessionBindings:
 
     async def close(self) -> None:
         """Stop every child (agent shutdown); bindings stay, as grants restore them."""
+        for task in list(self._restarts):
+            task.cancel()
         async with self._lock:
             running = [b for b in self._bindings.values() if b.child is not None]
             for binding in running:
@@ -340,12 +351,37 @@ class SessionBindings:
         if binding.state is not BindingState.ACTIVE:
             return
         binding.state, binding.child, binding.last_exit_code = BindingState.STOPPED, None, code
+        wanted = binding.wanted_at
+        if (
+            code == IDLE_EXIT_CODE
+            and wanted is not None
+            and self._clock.monotonic() - wanted <= RESTART_GRACE_SECONDS
+        ):
+            # The idle child was already closing its connection when the
+            # platform asked for the session: serve that request.
+            log.info("session %s child stopped as it was asked for; restarting", session_id)
+            task = asyncio.ensure_future(self._restart(session_id, generation))
+            self._restarts.add(task)
+            task.add_done_callback(self._restarts.discard)
+            return
         if code == IDLE_EXIT_CODE:
             log.info("session %s child stopped after being idle; binding kept", session_id)
             self._audit(AuditEvent.IDLE_STOPPED, binding.fields())
         else:
             log.warning("session %s child exited with code %d; binding kept", session_id, code)
             self._audit(AuditEvent.CHILD_EXITED, {**binding.fields(), "exit_code": code})
+
+    async def _restart(self, session_id: str, generation: int) -> None:
+        async with self._lock:
+            binding = self._bindings.get(session_id)
+            if binding is None or binding.generation != generation:
+                return
+            if binding.state is BindingState.STOPPED:
+                binding.wanted_at = None
+                try:
+                    await self._start(binding)
+                except Exception:
+                    log.exception("could not restart the child of session %s", session_id)
 
     def _child_config(self, binding: Binding) -> AgentConfig:
         return dataclasses.replace(

@@ -59,7 +59,7 @@ def alive(pid: int) -> bool:
         return True
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # it vanished while we looked
         return False
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
