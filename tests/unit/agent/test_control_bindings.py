@@ -662,3 +662,33 @@ async def test_grant_key_and_state_dir_from_the_runtime(world: World, tmp_path: 
         world.config, state_dir=state, clock=ManualClock(), machine_id=MACHINE
     )
     assert isinstance(default.bindings._launcher, ProcessLauncher)
+
+
+async def test_child_that_idles_out_just_as_it_is_asked_for_is_restarted(world: World) -> None:
+    attached = await attach(world.ops, "s1", "p1")
+    await activate(world.ops, "s1", 1)
+    # The platform restores the session while the child is closing for idleness...
+    await restore(world.ops, "s1", attached.root_grant)
+    assert len(world.launcher.children) == 1
+    # ...and the child's idle exit lands right after: it is started again.
+    world.launcher.children[0].exit(IDLE_EXIT_CODE)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    binding = world.ops.bindings.get("s1")
+    assert binding is not None and binding.state is BindingState.ACTIVE
+    assert len(world.launcher.running) == 1 and len(world.launcher.children) == 2
+
+
+async def test_an_old_request_does_not_restart_a_child_that_idles_later(world: World) -> None:
+    attached = await attach(world.ops, "s1", "p1")
+    await activate(world.ops, "s1", 1)
+    await restore(world.ops, "s1", attached.root_grant)
+    clock = world.ops.bindings._clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(600.0)
+    world.launcher.children[0].exit(IDLE_EXIT_CODE)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    binding = world.ops.bindings.get("s1")
+    assert binding is not None and binding.state is BindingState.STOPPED
+    assert len(world.launcher.children) == 1
