@@ -191,9 +191,27 @@ async def test_a_vanished_working_directory_is_path_not_found(tmp_path: Path) ->
     assert caught.value.code == ErrorCode.PATH_NOT_FOUND
 
 
-async def test_stdin_is_dev_null(tmp_path: Path) -> None:
-    result = await run(ExecuteCommand(argv=["cat"], timeout_seconds=5), tmp_path)
-    assert (result.stdout, result.exit_code, result.timed_out) == ("", 0, False)
+STDIN_IS_DEV_NULL = """
+import os, stat
+fd0, null = os.fstat(0), os.stat(os.devnull)
+print(stat.S_ISCHR(fd0.st_mode) and fd0.st_rdev == null.st_rdev)
+"""
+
+
+async def test_stdin_is_dev_null_even_when_the_agent_has_a_real_stdin(tmp_path: Path) -> None:
+    # Give this process a stdin a child could block on, as a terminal would be.
+    read_end, write_end = os.pipe()
+    saved_stdin = os.dup(0)
+    os.dup2(read_end, 0)
+    try:
+        check = await run(ExecuteCommand(argv=[sys.executable, "-c", STDIN_IS_DEV_NULL]), tmp_path)
+        cat = await run(ExecuteCommand(argv=["cat"], timeout_seconds=2), tmp_path)
+    finally:
+        os.dup2(saved_stdin, 0)
+        for fd in (saved_stdin, read_end, write_end):
+            os.close(fd)
+    assert check.stdout == "True\n"
+    assert (cat.stdout, cat.exit_code, cat.timed_out) == ("", 0, False)
 
 
 async def test_duration_comes_from_the_given_clock(tmp_path: Path) -> None:

@@ -140,6 +140,7 @@ def _group(frames: list[Frame]) -> list[list[Frame]]:
     return groups
 
 
+@settings(deadline=None)
 @given(payload=st.binary(max_size=2000), mask=masks)
 def test_masking_twice_is_the_identity_and_matches_the_definition(payload, mask):
     masked = apply_mask(payload, mask)
