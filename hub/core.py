@@ -32,7 +32,13 @@ from tetherbed.hub.retry import can_retry, prepare_retry
 from tetherbed.hub.timers import Timers
 from tetherbed.wire import catalog
 from tetherbed.wire.codes import CloseCode, ErrorCode, ExtensionCode
-from tetherbed.wire.envelope import Envelope, decode_envelope, decode_payload, encode_message
+from tetherbed.wire.envelope import (
+    Envelope,
+    decode_envelope,
+    decode_payload,
+    encode_message,
+    reframe,
+)
 from tetherbed.wire.errors import ProtocolError, WireError
 from tetherbed.wire.messages import (
     Empty,
@@ -99,7 +105,7 @@ class HubCore:
         self._authority = authority
         self._on_grant = on_grant
         self._ids = itertools.count(1)
-        self._timers: Timers[AgentLink | Target] = Timers(self._due)
+        self.timers: Timers[AgentLink | Target] = Timers(self._due)
 
     # === agents ============================================================
 
@@ -108,7 +114,7 @@ class HubCore:
         link = AgentLink(peer, user, session_id, connection_id=f"c{next(self._ids):x}")
         link.connected_at = self.clock.monotonic()
         link.hello_deadline = link.connected_at + self.config.hello_timeout
-        self._timers.arm(link)
+        self.timers.arm(link)
         self.agents.add(link)
         self._observe("connect", conn=link.connection_id, session=session_id, user=user)
         return link
@@ -148,7 +154,7 @@ class HubCore:
             if target.kind == "session" and not explicit:
                 target.hold_until = self.clock.monotonic() + self.config.retry_window
                 target.reserved_for = link.machine_id
-                self._timers.arm(target)
+                self.timers.arm(target)
                 self._requeue_or_fail(link, target, actions)
             else:
                 self._fail_routes(link, actions)
@@ -198,7 +204,7 @@ class HubCore:
         owner = target.owner
         route = Route(client, request_id, kind, envelope)
         if owner is not None and owner.state is AgentState.READY:
-            if owner.free_slots > 0 and not target.queue:
+            if owner.capacity > len(owner.routes) and not target.queue:
                 client.inflight[request_id] = route
                 return [self._issue(owner, route)]
             return self._enqueue(target, route)
@@ -262,12 +268,12 @@ class HubCore:
     # === timers ============================================================
 
     def next_deadline(self) -> float | None:
-        return self._timers.next_deadline()
+        return self.timers.next_deadline()
 
     def on_timer(self) -> list[HubAction]:
         now = self.clock.monotonic()
         actions: list[HubAction] = []
-        for owner in list(self._timers.expired(now)):
+        for owner in list(self.timers.expired(now)):
             if isinstance(owner, Target):
                 self._hold_expired(owner, actions)
             else:
@@ -303,7 +309,7 @@ class HubCore:
             link.ping_at = now + self.config.ping_interval
             link.pong_deadline = now + self.config.pong_timeout
             actions.append(Send(link.peer, self._frame(MessageType.PING, Empty(), link.ping_id)))
-        self._timers.arm(link)
+        self.timers.arm(link)
 
     def _hold_expired(self, target: Target, actions: list[HubAction]) -> None:
         """The lost agent did not come back in time: give up what was held."""
@@ -363,7 +369,7 @@ class HubCore:
         link.state = AgentState.READY
         link.hello_deadline = None
         link.ping_at = self.clock.monotonic() + self.config.ping_interval
-        self._timers.arm(link)
+        self.timers.arm(link)
         actions.append(Send(link.peer, self._frame(MessageType.HELLO_ACK, answer.ack, envelope.id)))
         self._observe(
             "ack",
@@ -505,7 +511,7 @@ class HubCore:
         route = Route(None, target.key, MessageType.RESTORE_SESSION, envelope)
         target.restoring = True
         target.hold_until = now + self.config.retry_window
-        self._timers.arm(target)
+        self.timers.arm(target)
         self._observe("auto_restore", session=target.key, machine=target.machine_id)
         if control.owner.free_slots > 0 and not control.queue:
             actions.append(self._issue(control.owner, route))
@@ -532,15 +538,7 @@ class HubCore:
         hub_id = f"h{next(self._ids):x}"
         route.hub_id = hub_id
         owner.routes[hub_id] = route
-        envelope = route.envelope
-        data = encode_message(
-            envelope.type,
-            hub_id,
-            envelope.payload,
-            ts=envelope.ts if envelope.ts is not None else self.clock.time(),
-            version=envelope.version or owner.version,
-        )
-        return Send(owner.peer, data)
+        return Send(owner.peer, reframe(route.envelope, hub_id, self.clock.time(), owner.version))
 
     def _pump(self, target: Target, actions: list[HubAction]) -> None:
         """Issue queued requests while the owner has free slots."""
@@ -586,22 +584,13 @@ class HubCore:
         elif not client.closed:
             if terminal:
                 client.inflight.pop(route.client_id, None)
-            actions.append(
-                Send(
-                    client.peer,
-                    encode_message(
-                        kind,
-                        route.client_id,
-                        envelope.payload,
-                        ts=envelope.ts if envelope.ts is not None else self.clock.time(),
-                        version=frame_version or link.version,
-                    ),
-                )
-            )
+            data = reframe(envelope, route.client_id, self.clock.time(), link.version)
+            actions.append(Send(client.peer, data))
         if terminal and link.session_id is None:
             self._learn_grant(link, kind, envelope)
-        if terminal and link.state is AgentState.READY and link.target is not None:
-            self._pump(link.target, actions)
+        target = link.target
+        if terminal and target is not None and target.queue and link.state is AgentState.READY:
+            self._pump(target, actions)
         return actions
 
     def _refused_unrun(
@@ -657,7 +646,7 @@ class HubCore:
             if envelope.id == link.ping_id:
                 link.pong_deadline = None
                 link.ping_id = None
-                self._timers.arm(link)  # the next PING is now the earliest deadline
+                self.timers.arm(link)  # the next PING is now the earliest deadline
             return _NO_ACTIONS
         if kind == MessageType.STATUS:
             try:

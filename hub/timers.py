@@ -20,12 +20,16 @@ class Timers(Generic[T]):
         self._due = due
         self._heap: list[tuple[float, int, T]] = []
         self._seq = itertools.count()
+        #: Set when a deadline was armed; a driver that sleeps until the
+        #: next deadline re-reads it then, and clears the flag.
+        self.dirty = False
 
     def arm(self, owner: T) -> None:
         """Note `owner`'s current deadline (call after changing it)."""
         when = self._due(owner)
         if when is not None:
             heapq.heappush(self._heap, (when, next(self._seq), owner))
+            self.dirty = True
 
     def next_deadline(self) -> float | None:
         heap = self._heap

@@ -19,7 +19,7 @@ from tetherbed.wire.messages import PAYLOAD_MODELS, MessageType, Payload
 EMPTY_PAYLOAD = msgspec.Raw(b"{}")
 
 
-class Envelope(msgspec.Struct, omit_defaults=True):
+class Envelope(msgspec.Struct, omit_defaults=True, gc=False):
     """A received frame. `payload` stays undecoded until `decode_payload`."""
 
     type: str
@@ -30,7 +30,7 @@ class Envelope(msgspec.Struct, omit_defaults=True):
     payload: msgspec.Raw = EMPTY_PAYLOAD
 
 
-class _OutEnvelope(msgspec.Struct, omit_defaults=True):
+class _OutEnvelope(msgspec.Struct, omit_defaults=True, gc=False):
     type: str
     id: str | None
     ts: float
@@ -47,6 +47,7 @@ _envelope_decoder = msgspec.json.Decoder(Envelope)
 _probe_decoder = msgspec.json.Decoder(_IdProbe)
 _payload_decoders = {t: msgspec.json.Decoder(model) for t, model in PAYLOAD_MODELS.items()}
 _encoder = msgspec.json.Encoder()
+_encode = _encoder.encode
 
 
 def decode_envelope(data: bytes | str, *, limit: int = FRAME_LIMIT_BYTES) -> Envelope:
@@ -110,6 +111,24 @@ def encode_message(
 ) -> bytes:
     """Encode one frame. A Raw payload is copied byte for byte."""
     return _encoder.encode(_OutEnvelope(kind, request_id, ts, version, pending_capacity, payload))
+
+
+def reframe(envelope: Envelope, request_id: str | None, ts: float, version: str) -> bytes:
+    """The envelope again under another id, payload bytes untouched (relay path).
+
+    `ts` and `version` are used only when the envelope lacks them. Positional
+    and keyword-free because it runs once per relayed frame.
+    """
+    return _encode(
+        _OutEnvelope(
+            envelope.type,
+            request_id,
+            ts if envelope.ts is None else envelope.ts,
+            envelope.version or version,
+            None,
+            envelope.payload,
+        )
+    )
 
 
 def encode_payload(payload: Payload) -> bytes:

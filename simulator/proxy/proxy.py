@@ -26,7 +26,7 @@ from tetherbed.simulator.proxy.connection import ProxiedConnection
 from tetherbed.simulator.proxy.partition import Partition, Partitions
 from tetherbed.simulator.proxy.streams import Stream, select_streams
 from tetherbed.simulator.proxy.toxics import Toxic
-from tetherbed.simulator.proxy.ws_rules import MessageRule, RuleBook
+from tetherbed.simulator.proxy.ws_rules import MessageRule, RuleBook, check_close
 
 log = logging.getLogger(__name__)
 STOP_GRACE = 5.0
@@ -247,7 +247,7 @@ class FaultProxy:
     def inject_close(self, toward: str = "client", code: int = 1000, reason: str = "") -> int:
         """Send a Close frame toward `client`, `server` or `both` on every open
         WebSocket (see `WsSession.inject_close`); returns how many were affected."""
-        MessageRule("close", code=code, toward=toward)  # type: ignore[arg-type]  # validates
+        check_close(toward, code)
         return sum(
             connection.inject_close(toward, code, reason) for connection in list(self._connections)
         )

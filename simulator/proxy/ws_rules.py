@@ -29,6 +29,15 @@ ACTIONS: frozenset[str] = frozenset({"drop", "delay", "duplicate", "reorder", "c
 TOWARDS: frozenset[str] = frozenset({"client", "server", "both"})
 
 
+def check_close(toward: object, code: object) -> None:
+    """Refuse a close that could not be sent: unknown target, or a code outside
+    1000..4999 (the range a Close frame may carry)."""
+    if toward not in TOWARDS:
+        raise errors.BadRequest("toward must be client, server or both")
+    if isinstance(code, bool) or not isinstance(code, int) or not 1000 <= code <= 4999:
+        raise errors.BadRequest("close code must be an integer within 1000..4999")
+
+
 @dataclass
 class MessageRule:
     """One message fault; field names are the JSON names of the HTTP API.
@@ -63,16 +72,13 @@ class MessageRule:
             select_streams(self.stream)
         except ValueError as exc:
             raise errors.BadRequest(str(exc)) from None
-        if self.toward not in TOWARDS:
-            raise errors.BadRequest("toward must be client, server or both")
         if self.count is not None and self.count < 1:
             raise errors.BadRequest("count must be at least 1 (omit it for no limit)")
         if self.delay < 0 or self.copies < 1 or (self.max_hold or 0) < 0:
             raise errors.BadRequest("delay and max_hold must be >= 0, copies >= 1")
         if not isinstance(self.type, str) or not isinstance(self.probability, int | float):
             raise errors.BadRequest("type must be a string and probability a number")
-        if not 1000 <= self.code <= 4999:
-            raise errors.BadRequest("close code must be within 1000..4999")
+        check_close(self.toward, self.code)
 
     def applies_to(self, stream: Stream, message_type: str) -> bool:
         if stream not in select_streams(self.stream):

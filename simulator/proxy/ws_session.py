@@ -47,6 +47,7 @@ from tetherbed.simulator.proxy.ws_rules import ACTIONS, RuleBook
 
 log = logging.getLogger(__name__)
 _NO_REORDER = ACTIONS - {"reorder"}
+MAX_EARLY = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +223,8 @@ class WsSession:
     def _await_response(self, stream: Stream, data: bytes, now: float) -> list[SessionAction]:
         if stream == UPSTREAM:
             self._early += data
-            return []
+            # A client that keeps talking before the 101 is no WebSocket client.
+            return self._go_raw() if len(self._early) > MAX_EARLY else []
         buffer = self._head[DOWNSTREAM]
         buffer += data
         split = split_head(bytes(buffer))

@@ -153,7 +153,10 @@ def test_hub_crash_and_restart_agent_reconnects_on_schedule(tmp_path: Path) -> N
         hub.wait_connected(client_token, "crash")
         hub.process.signal(9)  # a crash: no 4429, so the agent must reconnect
         hub.process.wait(10)
-        time.sleep(4.0)  # the agent fails at least once more against the dead port
+        # let the agent fail twice against the dead port before the hub returns
+        deadline = time.monotonic() + 30
+        while len(_DELAY.findall(agent.log())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
         hub = start_hub(state, listen=f"127.0.0.1:{port}")
         hub.wait_connected(client_token, "crash", timeout=30)
         delays = [(float(d), int(n)) for d, n in _DELAY.findall(agent.log())]
