@@ -57,6 +57,10 @@ Observer = Callable[..., None]
 #: May `user` address session `session_id`? (The driver answers from its store.)
 SessionAuthority = Callable[[str, str], bool]
 _NO_ACTIONS: list[HubAction] = []
+# Plain constants for the hot path (enum attribute lookups cost more).
+_READY = AgentState.READY
+_ERROR = str(MessageType.ERROR)
+_STREAMING = frozenset(str(kind) for kind in catalog.STREAMING_RESPONSES)
 
 
 class _SessionRef(msgspec.Struct):
@@ -175,16 +179,38 @@ class HubCore:
         return ClientLink(peer, user, self._machine(user, machine_id))
 
     def client_frame(self, client: ClientLink, data: bytes) -> list[HubAction]:
-        """Relay one client request (or answer it with an error)."""
+        """Relay one client request (or answer it with an error).
+
+        This and `_agent_answer` are the relay's hot path: the common case
+        runs first and touches as little as possible.
+        """
         try:
             envelope = decode_envelope(data)
         except WireError as exc:
             return [Send(client.peer, self._error_frame(exc.request_id, exc))]
         request_id = envelope.id
+        target = client.target
+        owner = target.owner
+        if (
+            request_id
+            and envelope.type in target.allowed
+            and request_id not in client.inflight
+            and owner is not None
+            and owner.state is _READY
+            and owner.capacity > len(owner.routes)
+            and not target.queue
+            and target.is_session
+        ):
+            route = Route(client, request_id, envelope.type, envelope)
+            client.inflight[request_id] = route
+            return [self._issue(owner, route)]
+        return self._client_frame_slow(client, envelope)
+
+    def _client_frame_slow(self, client: ClientLink, envelope: Envelope) -> list[HubAction]:
+        request_id = envelope.id
         kind = envelope.type
         target = client.target
-        allowed = catalog.DATA_REQUESTS if target.kind == "session" else catalog.CONTROL_REQUESTS
-        if kind not in allowed:
+        if kind not in target.allowed:
             error = _not_relayable(envelope, target.kind)
             return [Send(client.peer, self._error_frame(request_id, error))]
         if not request_id:
@@ -196,20 +222,20 @@ class HubCore:
                 f"request id {request_id!r} is already in flight on this connection",
             )
             return [Send(client.peer, self._error_frame(request_id, error))]
-        if target.kind == "machine" and not self._session_allowed(client.user, envelope):
+        if not target.is_session and not self._session_allowed(client.user, envelope):
             error = ProtocolError(
                 ExtensionCode.SESSION_NOT_FOUND, "the request names a session of another user"
             )
             return [Send(client.peer, self._error_frame(request_id, error))]
         owner = target.owner
         route = Route(client, request_id, kind, envelope)
-        if owner is not None and owner.state is AgentState.READY:
+        if owner is not None and owner.state is _READY:
             if owner.capacity > len(owner.routes) and not target.queue:
                 client.inflight[request_id] = route
                 return [self._issue(owner, route)]
             return self._enqueue(target, route)
         actions: list[HubAction] = []
-        if target.kind == "session" and self._holding(target, actions):
+        if target.is_session and self._holding(target, actions):
             actions.extend(self._enqueue(target, route))
             return actions
         error = ProtocolError(
@@ -535,10 +561,10 @@ class HubCore:
         return _NO_ACTIONS
 
     def _issue(self, owner: AgentLink, route: Route) -> Send:
-        hub_id = f"h{next(self._ids):x}"
+        hub_id = f"h{next(self._ids)}"
         route.hub_id = hub_id
         owner.routes[hub_id] = route
-        return Send(owner.peer, reframe(route.envelope, hub_id, self.clock.time(), owner.version))
+        return Send(owner.peer, reframe(route.envelope, hub_id, owner.version, self.clock.time))
 
     def _pump(self, target: Target, actions: list[HubAction]) -> None:
         """Issue queued requests while the owner has free slots."""
@@ -564,19 +590,21 @@ class HubCore:
         ):
             log.error("agent %s sent version %s; closing", link.connection_id, frame_version)
             return [Close(link.peer, CloseCode.PROTOCOL_VERSION_MISMATCH, "frame major mismatch")]
-        route = link.routes.get(envelope.id) if envelope.id else None
+        routes = link.routes
+        route = routes.get(envelope.id) if envelope.id else None  # type: ignore[arg-type]
         if route is None:
             return self._agent_unsolicited(link, envelope)
         kind = envelope.type
-        terminal = kind not in catalog.STREAMING_RESPONSES
+        terminal = kind not in _STREAMING
         actions: list[HubAction] = []
         if terminal:
-            del link.routes[envelope.id]  # type: ignore[arg-type]
-            if envelope.pending_capacity is not None:
-                # The agent's in-flight count is at most ours, so free + ours
-                # bounds its limit from above: never believe more than that.
-                link.capacity = min(link.capacity, envelope.pending_capacity + len(link.routes))
-            if kind == MessageType.ERROR and self._refused_unrun(link, route, envelope, actions):
+            del routes[envelope.id]  # type: ignore[arg-type]
+            free = envelope.pending_capacity
+            # The agent's in-flight count is at most ours, so free + ours
+            # bounds its limit from above: never believe more than that.
+            if free is not None and free + len(routes) < link.capacity:
+                link.capacity = free + len(routes)
+            if kind == _ERROR and self._refused_unrun(link, route, envelope, actions):
                 return actions
         client = route.client
         if client is None:
@@ -584,13 +612,14 @@ class HubCore:
         elif not client.closed:
             if terminal:
                 client.inflight.pop(route.client_id, None)
-            data = reframe(envelope, route.client_id, self.clock.time(), link.version)
+            data = reframe(envelope, route.client_id, link.version, self.clock.time)
             actions.append(Send(client.peer, data))
-        if terminal and link.session_id is None:
-            self._learn_grant(link, kind, envelope)
-        target = link.target
-        if terminal and target is not None and target.queue and link.state is AgentState.READY:
-            self._pump(target, actions)
+        if terminal:
+            if link.session_id is None:
+                self._learn_grant(link, kind, envelope)
+            target = link.target
+            if target is not None and target.queue and link.state is _READY:
+                self._pump(target, actions)
         return actions
 
     def _refused_unrun(

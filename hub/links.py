@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import Any
 
+from tetherbed.wire import catalog
 from tetherbed.wire.envelope import Envelope
 
 
@@ -44,6 +45,14 @@ class Target:
     root_grant: str | None = None
     #: A RESTORE_SESSION the hub sent on its own is in flight.
     restoring: bool = False
+    #: The request types a client may send here (derived from `kind`).
+    allowed: frozenset[str] = frozenset()
+    is_session: bool = False
+
+    def __post_init__(self) -> None:
+        self.is_session = self.kind == "session"
+        requests = catalog.DATA_REQUESTS if self.is_session else catalog.CONTROL_REQUESTS
+        self.allowed = frozenset(str(kind) for kind in requests)
 
 
 @dataclass(eq=False, slots=True)

@@ -7,6 +7,7 @@ so it reads the fields it routes on and copies the payload untouched.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -113,17 +114,20 @@ def encode_message(
     return _encoder.encode(_OutEnvelope(kind, request_id, ts, version, pending_capacity, payload))
 
 
-def reframe(envelope: Envelope, request_id: str | None, ts: float, version: str) -> bytes:
+def reframe(
+    envelope: Envelope, request_id: str | None, version: str, now: Callable[[], float]
+) -> bytes:
     """The envelope again under another id, payload bytes untouched (relay path).
 
-    `ts` and `version` are used only when the envelope lacks them. Positional
-    and keyword-free because it runs once per relayed frame.
+    `version` and `now()` fill in only what the envelope lacks. Positional and
+    keyword-free because it runs once per relayed frame.
     """
+    ts = envelope.ts
     return _encode(
         _OutEnvelope(
             envelope.type,
             request_id,
-            ts if envelope.ts is None else envelope.ts,
+            now() if ts is None else ts,
             envelope.version or version,
             None,
             envelope.payload,
