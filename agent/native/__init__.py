@@ -1,0 +1,1 @@
+"""The native automation adapter (crossdesk-automation/1): stdio JSON lines and loopback video."""

@@ -1,0 +1,1 @@
+"""Simulated peripherals: a probe desktop app, serial devices, an Ollama-compatible LLM."""
