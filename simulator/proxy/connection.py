@@ -122,9 +122,13 @@ class ProxiedConnection:
             self._tasks.append(asyncio.create_task(self._write(stream)))
 
     def close(self) -> None:
-        """End now with a FIN on both sides (the proxy is disabled or deleted)."""
+        """End now: the proxy was disabled or deleted, or a timeout partition expired.
+
+        Both sockets close at once and bytes the proxy still holds are discarded,
+        so a peer that stopped reading cannot keep the connection alive.
+        """
         for writer in (self._client_writer, *self._writers.values()):
-            writer.close()
+            writer.transport.abort()
         self._done.set()
         self._dialable.set()
 

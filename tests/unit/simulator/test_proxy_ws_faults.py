@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+from aiohttp import WSMsgType, web
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -182,3 +183,39 @@ async def test_close_rule_answers_a_message_with_a_close(setup):
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 4429
     assert await asyncio.wait_for(hub.close_codes.get(), 5) == 4429
     assert hub.received.empty()  # the HELLO itself never arrived
+
+
+async def test_works_in_front_of_an_aiohttp_server_like_the_hub():
+    """The hub serves WebSockets with aiohttp; its upgrade and frames parse too."""
+    received: asyncio.Queue[str] = asyncio.Queue()
+
+    async def endpoint(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(compress=True)
+        await ws.prepare(request)
+        async for message in ws:
+            if message.type == WSMsgType.TEXT:
+                await received.put(json.loads(message.data)["type"])
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/ws/local-executor", endpoint)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    registry = ProxyRegistry(random.Random(3))
+    try:
+        proxy = await registry.create("hub", "127.0.0.1:0", f"127.0.0.1:{port}")
+        proxy.add_rule("drop", stream="upstream", type="PONG")
+        ws = await client(proxy, "deflate")
+        for kind in ["PONG", "STATUS"]:
+            await ws.send(msg(kind))
+        assert await asyncio.wait_for(received.get(), 5) == "STATUS"
+        assert proxy.inject_close("client", 4429, "") == 1
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(ws.recv(), 5)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4429
+    finally:
+        await registry.close()
+        await runner.cleanup()
