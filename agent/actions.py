@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
+
 from tetherbed.wire.messages import HelloAck, MessageType, Payload
 
 
@@ -21,6 +23,8 @@ class Run:
     request_id: str
     kind: MessageType
     payload: Payload
+    #: The payload bytes as received (for the execution journal's digest).
+    raw: msgspec.Raw | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,3 +48,8 @@ class AgentConfig:
     child_idle_exit: float = 600.0
     #: Rotate the audit log above this size.
     audit_max_bytes: int = 10 * 1024 * 1024
+    #: Write the simulator's event journal here (JSONL; see tetherbed/event_log.py).
+    journal: str | None = None
+    #: Deliberate bugs, for proving that the simulator's checkers catch them
+    #: (see docs/scenarios.md). Never set in normal use.
+    defects: frozenset[str] = frozenset()

@@ -296,7 +296,7 @@ class AgentProtocol:
         except WireError as exc:
             return self._reject(exc)
         self.in_flight.add(request_id)
-        return [Run(request_id, kind, payload)]
+        return [Run(request_id, kind, payload, envelope.payload)]
 
     def _reject(self, error: ProtocolError) -> list[Action]:
         """Answer a frame that was not admitted; it held no slot."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import random
@@ -22,6 +23,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+import msgspec
 
 from tetherbed.agent.actions import Action, Close, Log, Ready, Revoked, Run, Send
 from tetherbed.agent.audit_key import default_state_dir
@@ -38,10 +41,11 @@ from tetherbed.agent.exit_codes import AgentExit, exit_for_close
 from tetherbed.agent.hello import build_hello, default_machine_id
 from tetherbed.agent.protocol import AgentProtocol
 from tetherbed.clock import Clock, SystemClock
+from tetherbed.event_log import EventLog, EventSink
 from tetherbed.transport import Connector, MessageTransport, TransportClosed, UpgradeRefused
 from tetherbed.wire.codes import CloseCode, ErrorCode, is_fatal_close
 from tetherbed.wire.errors import ProtocolError
-from tetherbed.wire.messages import Capability, MessageType, Payload
+from tetherbed.wire.messages import Ack, Capability, MessageType, Payload
 
 log = logging.getLogger("tetherbed.agent")
 
@@ -89,6 +93,7 @@ class AgentRuntime:
         operations: Operations | None = None,
         healthy_after: float = HEALTHY_AFTER_SECONDS,
         audit: AuditSink | None = None,
+        events: EventSink | None = None,
     ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
@@ -112,6 +117,12 @@ class AgentRuntime:
         self._transport: MessageTransport | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_activity = self.clock.monotonic()
+        self._journal: EventLog | None = None
+        if events is None and config.journal:
+            self._journal = EventLog(config.journal, self.clock.time)
+            events = self._journal
+        self._event: EventSink = events or _ignore
+        self._attempts = 0
         #: Delays chosen between attempts, in order (the history reads this).
         self.delays: list[float] = []
 
@@ -168,19 +179,26 @@ class AgentRuntime:
             details={"exit_code": int(stop.exit_code), "reason": stop.reason[:200]},
             result="stopped",
         )
+        self._event("stop", exit_code=int(stop.exit_code), reason=stop.reason)
         return stop
 
     async def _run(self) -> Stop:
         while True:
             served = await self._attempt()
             if served.stop is not None:
-                return served.stop
+                if "ignore_fatal_close" not in self.config.defects:
+                    return served.stop
+                log.error("DEFECT ignore_fatal_close: reconnecting after %s", served.stop.reason)
             if self._shutdown.is_set():
                 return self._stop or Stop(AgentExit.OK, "stopped")
             if served.healthy:
                 self.backoff.reset()
+            attempt = self.backoff.attempt
             delay = self.backoff.next_delay()
+            if "reconnect_immediately" in self.config.defects:
+                delay = 0.0
             self.delays.append(delay)
+            self._event("backoff", attempt=attempt, delay=delay)
             log.info("reconnecting in %.2f s (attempt %d)", delay, self.backoff.attempt)
             await self._pause(delay)
             if self._shutdown.is_set():
@@ -209,11 +227,13 @@ class AgentRuntime:
                 await self._transport.close(CloseCode.NORMAL, "agent shutting down")
 
     async def close(self) -> None:
-        """Release what the agent holds: children, the audit log."""
+        """Release what the agent holds: children, the audit log, the journal."""
         closer = getattr(self.operations, "close", None)
         if closer is not None:
             await closer()
         await self.audit.close()
+        if self._journal is not None:
+            self._journal.close()
 
     async def _idle_watchdog(self, idle_exit: float) -> None:
         while not self._shutdown.is_set():
@@ -228,6 +248,8 @@ class AgentRuntime:
 
     async def _attempt(self) -> _Served:
         headers = {"Authorization": f"Bearer {self.config.token}"}
+        self._attempts += 1
+        self._event("attempt", attempt=self._attempts)
         try:
             transport = await self.connector(self.url, headers)
         except UpgradeRefused as exc:
@@ -247,9 +269,11 @@ class AgentRuntime:
             return _Served()
         self._transport = transport
         try:
-            return await self._serve(transport)
+            served = await self._serve(transport)
         finally:
             self._transport = None
+        self._event("lost", code=served.close_code, handshake=served.handshake_done)
+        return served
 
     async def _serve(self, transport: MessageTransport) -> _Served:
         on_connect = getattr(self.operations, "on_connect", None)
@@ -282,6 +306,7 @@ class AgentRuntime:
                         ready_at = self.clock.monotonic()
                         served.handshake_done = True
                         self.operations.limits = protocol.limits
+                        self._event("connected", conn=action.ack.connection_id)
                         log.info(
                             "connected to %s (protocol %s, granted %s)",
                             self.url,
@@ -293,6 +318,7 @@ class AgentRuntime:
             served.close_code = exc.code
             if served.stop is None and is_fatal_close(exc.code):
                 served.stop = Stop(exit_for_close(exc.code), _close_text(exc))
+                self._event("fatal_close", code=exc.code)
                 self._audit_event(
                     AuditOp.FATAL_CLOSE,
                     fatal_close_details(exc.code, exc.reason, exit_code=served.stop.exit_code),
@@ -318,6 +344,12 @@ class AgentRuntime:
                 await transport.send(action.data)
             elif isinstance(action, Run):
                 self._last_activity = self.clock.monotonic()
+                self._event(
+                    "exec",
+                    kind=str(action.kind),
+                    request_id=action.request_id,
+                    digest=_digest(action.raw),
+                )
                 task = asyncio.ensure_future(self._operate(action, protocol, transport, served))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -325,6 +357,7 @@ class AgentRuntime:
                 if action.fatal:
                     served.stop = Stop(AgentExit(action.exit_code), action.reason)
                     log.error("%s", action.reason)
+                    self._event("fatal_close", code=action.code)
                     self._audit_event(
                         AuditOp.FATAL_CLOSE,
                         fatal_close_details(action.code, action.reason, exit_code=action.exit_code),
@@ -333,6 +366,7 @@ class AgentRuntime:
                     await transport.close(action.code, action.reason[:120])
                 raise TransportClosed(action.code, action.reason)
             elif isinstance(action, Revoked):
+                self._event("revoked", reason=action.reason, new_machine=action.new_shim_machine_id)
                 log.error(
                     "SESSION_REVOKED: reason=%s new_shim_machine_id=%s",
                     action.reason,
@@ -350,11 +384,15 @@ class AgentRuntime:
     ) -> None:
         result = "ok"
         try:
+            if "lose_writes" in self.config.defects and run.kind is MessageType.FILE_WRITE:
+                raise _LostWrite
             kind, payload = await self.operations.run(run.kind, run.payload)
             actions = protocol.complete(run.request_id, kind, payload)
         except ProtocolError as exc:
             result = exc.code
             actions = protocol.fail(run.request_id, exc)
+        except _LostWrite:  # the lose_writes defect: acknowledge, write nothing
+            actions = protocol.complete(run.request_id, MessageType.ACK, Ack(ok=True))
         except asyncio.CancelledError:
             self._audit_request(run, "cancelled")
             raise
@@ -408,6 +446,21 @@ class AgentRuntime:
             details=details,
             result="event",
         )
+
+
+class _LostWrite(Exception):
+    """Raised by the lose_writes defect."""
+
+
+def _ignore(event: str, **fields: Any) -> None:
+    return None
+
+
+def _digest(raw: msgspec.Raw | None) -> str | None:
+    """A short digest of a request's payload bytes, to spot a re-execution."""
+    if raw is None:
+        return None
+    return hashlib.sha256(memoryview(raw)).hexdigest()[:16]
 
 
 def _close_text(exc: TransportClosed) -> str:

@@ -39,6 +39,9 @@ DEFAULT_GRANTS = frozenset(
 )
 
 
+HUB_DEFECTS = frozenset({"retry_non_idempotent", "orphan_on_disconnect", "shared_ids"})
+
+
 @dataclass(slots=True)
 class HubConfig:
     max_file_size_bytes: int = limits.DEFAULT_MAX_FILE_SIZE_BYTES
@@ -60,8 +63,15 @@ class HubConfig:
     #: connection when a request for it arrives.
     auto_restore: bool = True
     protocol_version: str = "1.1"
+    #: Deliberate bugs, for proving that the simulator's checkers catch them
+    #: (docs/scenarios.md): "retry_non_idempotent", "orphan_on_disconnect",
+    #: "shared_ids". Never set in normal use.
+    defects: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
+        unknown = set(self.defects) - HUB_DEFECTS
+        if unknown:
+            raise ValueError(f"unknown hub defects {sorted(unknown)}")
         for name in ("max_file_size_bytes", "command_timeout_seconds", "max_concurrent"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")

@@ -110,6 +110,10 @@ class HubCore:
         self._on_grant = on_grant
         self._ids = itertools.count(1)
         self.timers: Timers[AgentLink | Target] = Timers(self._due)
+        defects = config.defects
+        self._retry_everything = "retry_non_idempotent" in defects
+        self._orphan = "orphan_on_disconnect" in defects
+        self._shared_ids = "shared_ids" in defects
 
     # === agents ============================================================
 
@@ -561,7 +565,7 @@ class HubCore:
         return _NO_ACTIONS
 
     def _issue(self, owner: AgentLink, route: Route) -> Send:
-        hub_id = f"h{next(self._ids)}"
+        hub_id = route.client_id if self._shared_ids else f"h{next(self._ids)}"
         route.hub_id = hub_id
         owner.routes[hub_id] = route
         return Send(owner.peer, reframe(route.envelope, hub_id, owner.version, self.clock.time))
@@ -702,12 +706,15 @@ class HubCore:
 
     def _requeue_or_fail(self, link: AgentLink, target: Target, actions: list[HubAction]) -> None:
         """A lost connection's requests: retry the harmless ones, report the rest."""
+        if self._orphan:
+            link.routes.clear()  # the orphan_on_disconnect defect: no answer, ever
+            return
         retry: list[Route] = []
         for route in link.routes.values():
             client = route.client
             if client is None or client.closed:
                 continue
-            if can_retry(route):
+            if can_retry(route, everything=self._retry_everything):
                 retry.append(prepare_retry(route))
             else:
                 self._answer_lost(route, actions)
@@ -718,6 +725,9 @@ class HubCore:
 
     def _fail_routes(self, link: AgentLink, actions: list[HubAction]) -> None:
         """Answer every request the agent held: it will never answer them now."""
+        if self._orphan:
+            link.routes.clear()  # the orphan_on_disconnect defect
+            return
         for route in link.routes.values():
             self._answer_lost(route, actions)
         link.routes.clear()

@@ -19,8 +19,9 @@ from tetherbed.wire.messages import MessageType
 MAX_ATTEMPTS = 3
 
 
-def can_retry(route: Route) -> bool:
-    return catalog.is_idempotent(route.kind) and route.attempts < MAX_ATTEMPTS
+def can_retry(route: Route, *, everything: bool = False) -> bool:
+    """`everything` is the retry_non_idempotent defect: the v0 mistake."""
+    return (everything or catalog.is_idempotent(route.kind)) and route.attempts < MAX_ATTEMPTS
 
 
 def prepare_retry(route: Route) -> Route:

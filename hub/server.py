@@ -12,12 +12,14 @@ import contextlib
 import functools
 import logging
 import signal
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
 from tetherbed.clock import SystemClock
+from tetherbed.event_log import EventLog, EventSink
 from tetherbed.hub.actions import Close, HubAction, Send
 from tetherbed.hub.config import HubConfig
 from tetherbed.hub.core import HubCore
@@ -42,12 +44,15 @@ def _refuse(status: int, code: str, message: str) -> web.Response:
 class HubServer:
     """Owns the core, the store and the aiohttp application."""
 
-    def __init__(self, config: HubConfig, store: HubStore) -> None:
+    def __init__(
+        self, config: HubConfig, store: HubStore, *, observer: EventSink | None = None
+    ) -> None:
         self.config = config
         self.store = store
         self.core = HubCore(
             config,
             SystemClock(),
+            observer=observer,
             authority=lambda user, session_id: store.claim_session(session_id, user),
             on_grant=store.save_grant,
         )
@@ -313,9 +318,12 @@ class HubServer:
             self._timer.cancel()
 
 
-async def serve(config: HubConfig, store: HubStore, host: str, port: int) -> None:
+async def serve(
+    config: HubConfig, store: HubStore, host: str, port: int, *, events: str | None = None
+) -> None:
     """Run until SIGTERM/SIGINT; print the bound address once listening."""
-    server = HubServer(config, store)
+    event_log = EventLog(events, time.time) if events else None
+    server = HubServer(config, store, observer=event_log)
     runner = web.AppRunner(server.app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
@@ -329,3 +337,5 @@ async def serve(config: HubConfig, store: HubStore, host: str, port: int) -> Non
     await stop.wait()
     log.info("shutting down")
     await runner.cleanup()
+    if event_log is not None:
+        event_log.close()

@@ -97,6 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--max-concurrent", type=_positive_int, default=None)
     agent.add_argument("--max-file-size", type=_positive_int, default=None)
     agent.add_argument("--command-timeout", type=_positive_float, default=None)
+    agent.add_argument("--journal", default=None, help="write agent events as JSONL here")
+    agent.add_argument(
+        "--defect",
+        action="append",
+        default=[],
+        choices=["ignore_fatal_close", "reconnect_immediately", "lose_writes"],
+        help="enable a deliberate bug, to prove a checker catches it (docs/scenarios.md)",
+    )
     agent_commands = agent.add_subparsers(dest="agent_command")
     audit = agent_commands.add_parser("audit", help="the agent's audit log")
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)
@@ -106,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--key-file", default=None)
 
     commands.add_parser("demo", help="start a hub and an agent, and tour them with the client")
+    commands.add_parser(
+        "proxy",
+        help="the fault proxy (Toxiproxy-compatible HTTP API plus WebSocket-aware faults)",
+        add_help=False,
+    )
     return parser
 
 
@@ -123,6 +136,16 @@ def _hub_limits(parser: argparse.ArgumentParser) -> None:
         help="seconds a dropped session stays reserved and its retryable requests held",
     )
     parser.add_argument(
+        "--events", default=None, help="write hub events as JSONL here (for the simulator)"
+    )
+    parser.add_argument(
+        "--defect",
+        action="append",
+        default=[],
+        choices=["retry_non_idempotent", "orphan_on_disconnect", "shared_ids"],
+        help="enable a deliberate bug, to prove a checker catches it (docs/scenarios.md)",
+    )
+    parser.add_argument(
         "--no-auto-restore",
         action="store_true",
         help="do not restore idle-stopped sessions through the control connection",
@@ -136,6 +159,11 @@ def _hub_limits(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["proxy"]:
+        from tetherbed.simulator.proxy.cli import main as proxy_main
+
+        return proxy_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level,
@@ -172,7 +200,9 @@ def _hub(args: argparse.Namespace) -> int:
     from tetherbed.hub.server import serve
 
     config = HubConfig(
-        ownership=OwnershipPolicy(args.ownership), auto_restore=not args.no_auto_restore
+        ownership=OwnershipPolicy(args.ownership),
+        auto_restore=not args.no_auto_restore,
+        defects=frozenset(args.defect),
     )
     for option, field in [
         ("max_file_size", "max_file_size_bytes"),
@@ -187,7 +217,7 @@ def _hub(args: argparse.Namespace) -> int:
         if value is not None:
             setattr(config, field, value)
     host, port = args.listen
-    aio.run(serve(config, store, host, port))
+    aio.run(serve(config, store, host, port, events=args.events))
     return 0
 
 
@@ -278,6 +308,8 @@ def _agent(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         idle_exit=args.idle_exit,
         child_idle_exit=args.child_idle_exit,
+        journal=args.journal,
+        defects=frozenset(args.defect),
     )
 
     async def run() -> int:
