@@ -21,24 +21,25 @@ from aiohttp import WSMsgType, web
 from tetherbed.clock import SystemClock
 from tetherbed.event_log import EventLog, EventSink
 from tetherbed.hub.actions import Close, HubAction, Send
+from tetherbed.hub.admission import Refusal, admit_agent, admit_client, bearer_token
 from tetherbed.hub.config import HubConfig
 from tetherbed.hub.core import HubCore
 from tetherbed.hub.links import ClientLink
-from tetherbed.hub.store import HubStore, TokenKind
-from tetherbed.wire.codes import CloseCode, ErrorCode, ExtensionCode
+from tetherbed.hub.store import HubStore
+from tetherbed.hub.timer_driver import CoreTimer
+from tetherbed.wire.codes import CloseCode
 from tetherbed.wire.limits import FRAME_LIMIT_BYTES
 
 log = logging.getLogger("tetherbed.hub")
 
 
 def _bearer(request: web.Request) -> str | None:
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+    return bearer_token(request.headers.get("Authorization"))
 
 
-def _refuse(status: int, code: str, message: str) -> web.Response:
-    return web.json_response({"error": {"code": code, "message": message}}, status=status)
+def _refuse(refusal: Refusal) -> web.Response:
+    body = {"error": {"code": refusal.code, "message": refusal.message}}
+    return web.json_response(body, status=refusal.status)
 
 
 class HubServer:
@@ -74,8 +75,7 @@ class HubServer:
             ]
         )
         self.app.on_shutdown.append(self._on_shutdown)
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: float | None = None
+        self._timer = CoreTimer(self.core, self._apply)
         self._sockets: set[web.WebSocketResponse] = set()
         self._closing: set[asyncio.Task[Any]] = set()
         #: Frames received from agents and clients (for /metrics).
@@ -90,11 +90,9 @@ class HubServer:
         return await self._agent(request, request.match_info["session_id"])
 
     async def _agent(self, request: web.Request, session_id: str | None) -> web.StreamResponse:
-        user = self.store.authenticate(_bearer(request), TokenKind.AGENT)
-        if user is None:
-            return _refuse(401, ErrorCode.AUTH_FAILED, "missing or invalid agent token")
-        if session_id is not None and not self.store.claim_session(session_id, user):
-            return _refuse(403, ExtensionCode.SESSION_NOT_FOUND, "session belongs to another user")
+        user = admit_agent(self.store, _bearer(request), session_id)
+        if isinstance(user, Refusal):
+            return _refuse(user)
         ws = await self._upgrade(request)
         link = self.core.agent_opened(ws, user=user, session_id=session_id)
         try:
@@ -102,28 +100,24 @@ class HubServer:
         finally:
             await self._apply(self.core.agent_closed(link, ws.close_code))
             self._sockets.discard(ws)
-            self._reschedule()
+            self._timer.reschedule()
         return ws
 
     # --- clients -----------------------------------------------------------
 
     async def _client(self, request: web.Request) -> web.StreamResponse:
-        user = self.store.authenticate(_bearer(request), TokenKind.CLIENT)
-        if user is None:
-            return _refuse(401, ErrorCode.AUTH_FAILED, "missing or invalid client token")
         session_id = request.match_info["session_id"]
-        record = self.store.session(session_id)
-        if record is None or record.user != user:
-            # The same answer whether it is missing or someone else's.
-            return _refuse(404, ExtensionCode.SESSION_NOT_FOUND, f"no session {session_id}")
+        user = admit_client(self.store, _bearer(request), session_id)
+        if isinstance(user, Refusal):
+            return _refuse(user)
         ws = await self._upgrade(request)
         client = self.core.client_opened(ws, user=user, session_id=session_id)
         return await self._serve_client(ws, client)
 
     async def _machine_client(self, request: web.Request) -> web.StreamResponse:
-        user = self.store.authenticate(_bearer(request), TokenKind.CLIENT)
-        if user is None:
-            return _refuse(401, ErrorCode.AUTH_FAILED, "missing or invalid client token")
+        user = admit_client(self.store, _bearer(request))
+        if isinstance(user, Refusal):
+            return _refuse(user)
         ws = await self._upgrade(request)
         machine_id = request.match_info["machine_id"]
         client = self.core.machine_client_opened(ws, user=user, machine_id=machine_id)
@@ -166,24 +160,24 @@ class HubServer:
             elif actions:
                 await apply(actions)
             if timers.dirty:
-                self._reschedule()
+                self._timer.reschedule()
 
     # --- plain HTTP --------------------------------------------------------
 
-    def _client_user(self, request: web.Request) -> str | None:
-        return self.store.authenticate(_bearer(request), TokenKind.CLIENT)
+    def _client_user(self, request: web.Request) -> str | Refusal:
+        return admit_client(self.store, _bearer(request))
 
     async def _create_session(self, request: web.Request) -> web.Response:
         user = self._client_user(request)
-        if user is None:
-            return _refuse(401, ErrorCode.AUTH_FAILED, "missing or invalid client token")
+        if isinstance(user, Refusal):
+            return _refuse(user)
         record = self.store.create_session(user)
         return web.json_response({"session_id": record.session_id}, status=201)
 
     async def _list_sessions(self, request: web.Request) -> web.Response:
         user = self._client_user(request)
-        if user is None:
-            return _refuse(401, ErrorCode.AUTH_FAILED, "missing or invalid client token")
+        if isinstance(user, Refusal):
+            return _refuse(user)
         sessions = []
         for record in self.store.sessions_of(user):
             live = self.core.sessions.get(record.session_id)
@@ -201,8 +195,8 @@ class HubServer:
     async def _list_machines(self, request: web.Request) -> web.Response:
         """The presence registry: this user's machines with a control connection."""
         user = self._client_user(request)
-        if user is None:
-            return _refuse(401, ErrorCode.AUTH_FAILED, "missing or invalid client token")
+        if isinstance(user, Refusal):
+            return _refuse(user)
         machines = []
         for (owner_user, machine_id), target in self.core.machines.items():
             link = target.owner
@@ -221,12 +215,12 @@ class HubServer:
 
     async def _revoke_session(self, request: web.Request) -> web.Response:
         user = self._client_user(request)
-        if user is None:
-            return _refuse(401, ErrorCode.AUTH_FAILED, "missing or invalid client token")
+        if isinstance(user, Refusal):
+            return _refuse(user)
         session_id = request.match_info["session_id"]
-        record = self.store.session(session_id)
-        if record is None or record.user != user:
-            return _refuse(404, ExtensionCode.SESSION_NOT_FOUND, f"no session {session_id}")
+        refusal = admit_client(self.store, _bearer(request), session_id)
+        if isinstance(refusal, Refusal):
+            return _refuse(refusal)
         actions = self.core.revoke(session_id)
         self.store.mark_revoked(session_id)
         await self._apply(actions)
@@ -281,27 +275,6 @@ class HubServer:
         with contextlib.suppress(Exception):
             await peer.close(code=code, message=reason.encode("utf-8")[:123])
 
-    def _reschedule(self) -> None:
-        self.core.timers.dirty = False
-        deadline = self.core.next_deadline()
-        if deadline is None or (self._timer_at is not None and self._timer_at <= deadline):
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        loop = asyncio.get_running_loop()
-        self._timer_at = deadline
-        self._timer = loop.call_at(deadline, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_at = None
-        actions = self.core.on_timer()
-        if actions:
-            task = asyncio.ensure_future(self._apply(actions))
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
-        self._reschedule()
-
     async def _on_shutdown(self, app: web.Application) -> None:
         """SIGTERM: every agent gets 4429, then the process exits."""
         agents = [
@@ -314,8 +287,7 @@ class HubServer:
             self._close(ws, CloseCode.GOING_AWAY, "hub shutting down") for ws in self._sockets
         ]
         await asyncio.gather(*others)
-        if self._timer is not None:
-            self._timer.cancel()
+        self._timer.cancel()
 
 
 async def serve(

@@ -1,0 +1,113 @@
+"""Which keycode (and shift level) produces a keysym, borrowing spare keycodes when none does.
+
+XTest sends keycodes, not characters. A character absent from the layout
+(é, ✓, 日) is typed by binding its keysym to a keycode the layout leaves empty,
+as xdotool does. The danger is rebinding a keycode while the target client
+still has unread events for it: the client reloads the keymap when it reads
+the MappingNotify and would then see the *new* symbol. So a binding is kept
+(LRU cache) and a keycode is rebound only after it has been idle for
+`REBIND_GRACE_S`; new bindings never disturb keycodes that are in flight.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+#: A borrowed keycode is not rebound until it has been unused for this long.
+REBIND_GRACE_S = 0.25
+
+#: Keysym levels searched in the layout: 0 (plain) and 1 (shift).
+_PLAIN, _SHIFTED = 0, 1
+
+
+@dataclass(frozen=True, slots=True)
+class KeyStroke:
+    keycode: int
+    shift: bool
+
+
+class KeyboardMap:
+    """Keysym -> keystroke on one X connection; call under the input lock."""
+
+    def __init__(self, display: Any, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._display = display
+        self._monotonic = monotonic
+        info = display.display.info
+        self._min = info.min_keycode
+        self._count = info.max_keycode - info.min_keycode + 1
+        #: keycode -> keysym it was bound to by us, in LRU order (oldest first)
+        self._borrowed: OrderedDict[int, int] = OrderedDict()
+        self._last_used: dict[int, float] = {}
+        self._spare: list[int] = []
+        self._layout: dict[int, KeyStroke] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-read the server's mapping (another client may have changed it)."""
+        mapping = self._display.get_keyboard_mapping(self._min, self._count)
+        layout: dict[int, KeyStroke] = {}
+        spare: list[int] = []
+        for offset, syms in enumerate(mapping):
+            keycode = self._min + offset
+            if keycode in self._borrowed:
+                continue
+            if not any(syms):
+                spare.append(keycode)
+                continue
+            for level in (_PLAIN, _SHIFTED):
+                if level < len(syms) and syms[level] and syms[level] not in layout:
+                    layout[syms[level]] = KeyStroke(keycode, level == _SHIFTED)
+        # keycode 8 is the lowest legal keycode but XKB keymaps never use it,
+        # and some toolkits drop events for it.
+        self._spare = [k for k in spare if k != 8]
+        self._layout = layout
+
+    def stroke(self, keysym: int) -> KeyStroke:
+        """How to type `keysym`, binding a spare keycode if the layout lacks it."""
+        found = self._layout.get(keysym)
+        if found is not None:
+            return found
+        for keycode, bound in self._borrowed.items():
+            if bound == keysym:
+                self._borrowed.move_to_end(keycode)
+                return KeyStroke(keycode, False)
+        return KeyStroke(self._bind(keysym), False)
+
+    def touch(self, keycode: int) -> None:
+        """Record that an event for `keycode` was just sent."""
+        if keycode in self._borrowed:
+            self._last_used[keycode] = self._monotonic()
+
+    def _bind(self, keysym: int) -> int:
+        keycode = self._free_keycode()
+        self._display.change_keyboard_mapping(keycode, [(keysym, keysym)])
+        self._display.sync()
+        self._borrowed[keycode] = keysym
+        self._borrowed.move_to_end(keycode)
+        self._last_used[keycode] = self._monotonic()
+        return keycode
+
+    def _free_keycode(self) -> int:
+        for keycode in self._spare:
+            if keycode not in self._borrowed:
+                return keycode
+        if not self._borrowed:
+            raise RuntimeError("the keyboard layout has no spare keycode to type with")
+        oldest = next(iter(self._borrowed))
+        idle_for = self._monotonic() - self._last_used.get(oldest, 0.0)
+        if idle_for < REBIND_GRACE_S:
+            time.sleep(REBIND_GRACE_S - idle_for)
+        del self._borrowed[oldest]
+        return oldest
+
+    def restore(self) -> None:
+        """Unbind every borrowed keycode (at shutdown, when no typing is in flight)."""
+        for keycode in list(self._borrowed):
+            self._display.change_keyboard_mapping(keycode, [(0, 0)])
+        self._borrowed.clear()
+        self._last_used.clear()
+        self._display.sync()

@@ -1,0 +1,110 @@
+"""Binary video messages: CDV1 (H.264 Annex B) and CDN1 (NV12), big-endian headers.
+
+One WebSocket binary message is one complete frame, with no length prefix:
+
+    CDV1: magic u32 | generation u32 | sequence u32 | timestamp_us u64 | flags u32 | Annex B
+    CDN1: the same 24 bytes (flags always 1) | width u32 | height u32 | Y plane | UV plane
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+CDV1 = 0x43445631
+CDN1 = 0x43444E31
+FLAG_KEYFRAME = 1
+MAX_ACCESS_UNIT = 4 * 1024 * 1024
+MAX_NV12_AXIS = 8192
+MAX_NV12_PIXELS = 16_777_216
+HEADER = struct.Struct(">IIIQI")
+NV12_HEADER = struct.Struct(">IIIQIII")
+U32 = 2**32
+
+
+class FrameFormatError(ValueError):
+    """A message that does not follow CDV1/CDN1."""
+
+
+@dataclass(frozen=True, slots=True)
+class VideoMessage:
+    """A parsed message; `payload` is a view into the original bytes (no copy)."""
+
+    magic: int
+    generation: int
+    sequence: int
+    timestamp_us: int
+    flags: int
+    payload: memoryview
+    width: int = 0
+    height: int = 0
+
+    @property
+    def keyframe(self) -> bool:
+        return bool(self.flags & FLAG_KEYFRAME)
+
+
+def pack_h264(
+    generation: int, sequence: int, timestamp_us: int, keyframe: bool, annexb: bytes
+) -> bytes:
+    if len(annexb) > MAX_ACCESS_UNIT:
+        raise FrameFormatError(f"access unit of {len(annexb)} bytes exceeds 4 MiB")
+    flags = FLAG_KEYFRAME if keyframe else 0
+    return HEADER.pack(CDV1, generation % U32, sequence % U32, timestamp_us, flags) + annexb
+
+
+def check_nv12_size(width: int, height: int) -> None:
+    if width <= 0 or height <= 0 or width % 2 or height % 2:
+        raise FrameFormatError(f"NV12 dimensions must be positive and even, got {width}x{height}")
+    if width > MAX_NV12_AXIS or height > MAX_NV12_AXIS or width * height > MAX_NV12_PIXELS:
+        raise FrameFormatError(f"NV12 picture {width}x{height} is too large")
+
+
+def nv12_size(width: int, height: int) -> int:
+    return width * height * 3 // 2
+
+
+def pack_nv12(
+    generation: int, sequence: int, timestamp_us: int, width: int, height: int, nv12: bytes
+) -> bytes:
+    check_nv12_size(width, height)
+    if len(nv12) != nv12_size(width, height):
+        raise FrameFormatError(f"NV12 payload is {len(nv12)} bytes, expected {nv12_size(width, height)}")
+    header = NV12_HEADER.pack(
+        CDN1, generation % U32, sequence % U32, timestamp_us, FLAG_KEYFRAME, width, height
+    )
+    return header + nv12
+
+
+def parse(message: bytes | bytearray | memoryview) -> VideoMessage:
+    view = memoryview(message)
+    if len(view) < HEADER.size:
+        raise FrameFormatError("message shorter than its header")
+    magic, generation, sequence, timestamp, flags = HEADER.unpack_from(view)
+    if magic == CDV1:
+        if len(view) - HEADER.size > MAX_ACCESS_UNIT:
+            raise FrameFormatError("access unit exceeds 4 MiB")
+        return VideoMessage(magic, generation, sequence, timestamp, flags, view[HEADER.size :])
+    if magic == CDN1:
+        if len(view) < NV12_HEADER.size:
+            raise FrameFormatError("CDN1 message shorter than its header")
+        width, height = struct.unpack_from(">II", view, HEADER.size)
+        check_nv12_size(width, height)
+        if flags != FLAG_KEYFRAME:
+            raise FrameFormatError("CDN1 flags must be 1")
+        if len(view) != NV12_HEADER.size + nv12_size(width, height):
+            raise FrameFormatError("CDN1 size does not match 32 + width * height * 3 / 2")
+        payload = view[NV12_HEADER.size :]
+        return VideoMessage(magic, generation, sequence, timestamp, flags, payload, width, height)
+    raise FrameFormatError(f"unknown magic {magic:#010x}")
+
+
+def nal_unit_types(annexb: bytes | memoryview) -> list[int]:
+    """NAL unit types in an Annex B access unit (5 = IDR, 7 = SPS, 8 = PPS)."""
+    data = bytes(annexb)
+    types = []
+    index = data.find(b"\x00\x00\x01")
+    while index >= 0 and index + 3 < len(data):
+        types.append(data[index + 3] & 0x1F)
+        index = data.find(b"\x00\x00\x01", index + 3)
+    return types
