@@ -97,3 +97,20 @@ class AuditSink:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+
+class NullAuditSink:
+    """An audit sink that keeps nothing: for simulated agents, whose runs are
+    recorded in the simulator's history instead, and which must not touch a
+    disk in the middle of virtual time."""
+
+    size_bytes = 0
+
+    def record(self, **record: Any) -> None:
+        return None
+
+    def record_now(self, **record: Any) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None

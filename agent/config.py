@@ -37,6 +37,9 @@ class AgentConfig:
     enable_shell: bool = False
     local_limits: Limits = field(default_factory=Limits)
     shim_version: str = "0.1.0"
+    #: The wire version advertised in HELLO (a test knob: the version-mismatch
+    #: scenario runs an agent that claims another major).
+    protocol_version: str = "1.1"
     #: Control mode: the folders DIRECTORY_LIST_REQUEST starts from.
     browse_roots: list[str] = field(default_factory=list)
     #: Where the audit key and the audit log live.

@@ -47,10 +47,11 @@ def build_hello(
     screen_resolution: list[int] | None = None,
     local_llm_models: list[str] | None = None,
     computer_use_features: list[str] | None = None,
+    protocol_version: str = str(CURRENT),
 ) -> Hello:
     return Hello(
         shim_version=shim_version,
-        protocol_version=str(CURRENT),
+        protocol_version=protocol_version,
         machine_id=machine_id,
         platform=local_platform(),
         arch=normalize_arch(platform.machine()),

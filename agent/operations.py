@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from tetherbed.agent.config import Limits
 from tetherbed.agent.files import FILE_OPERATIONS
@@ -19,7 +19,7 @@ from tetherbed.agent.shell import run_command
 from tetherbed.clock import Clock
 from tetherbed.wire.codes import ErrorCode
 from tetherbed.wire.errors import ProtocolError
-from tetherbed.wire.messages import ExecuteCommand, MessageType, Payload
+from tetherbed.wire.messages import CommandResult, ExecuteCommand, MessageType, Payload
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +36,16 @@ class DataOperations:
         clock: Clock,
         agent_env: Mapping[str, str] | None = None,
         offload: bool = True,
+        shell: Callable[..., Awaitable[CommandResult]] = run_command,
     ) -> None:
+        """`offload=False` and a `shell` interpreter keep everything on one
+        virtual-time loop (the simulator); the defaults are the real thing."""
         self.jail = PathJail(root)
         self.limits = Limits()
         self._clock = clock
         self._agent_env = dict(os.environ if agent_env is None else agent_env)
         self._offload = offload
+        self._shell = shell
 
     @property
     def root(self) -> str:
@@ -52,7 +56,7 @@ class DataOperations:
         if kind is MessageType.EXECUTE_COMMAND:
             assert isinstance(payload, ExecuteCommand)
             cwd = self.jail.resolve_directory(payload.cwd)
-            result = await run_command(
+            result = await self._shell(
                 payload, cwd=cwd, limits=self.limits, agent_env=self._agent_env, clock=self._clock
             )
             return MessageType.COMMAND_RESULT, result

@@ -34,7 +34,7 @@ from tetherbed.agent.audit_redaction import (
     fatal_close_details,
     session_revoked_details,
 )
-from tetherbed.agent.audit_sink import AuditSink
+from tetherbed.agent.audit_sink import AuditSink, NullAuditSink
 from tetherbed.agent.backoff import HEALTHY_AFTER_SECONDS, Backoff
 from tetherbed.agent.config import AgentConfig, Limits
 from tetherbed.agent.exit_codes import AgentExit, exit_for_close
@@ -92,7 +92,7 @@ class AgentRuntime:
         new_id: Callable[[], str] | None = None,
         operations: Operations | None = None,
         healthy_after: float = HEALTHY_AFTER_SECONDS,
-        audit: AuditSink | None = None,
+        audit: AuditSink | NullAuditSink | None = None,
         events: EventSink | None = None,
     ) -> None:
         self.config = config
@@ -284,6 +284,7 @@ class AgentRuntime:
             shim_version=self.config.shim_version,
             capabilities=self.capabilities(),
             allowed_root=self.config.root if not self.control_mode else None,
+            protocol_version=self.config.protocol_version,
         )
         protocol = AgentProtocol(
             hello=hello,

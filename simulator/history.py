@@ -88,23 +88,22 @@ class Record:
     machine: str | None = None
     req: str | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The record as `history.jsonl` stores it (checkers quote it as evidence)."""
+        return {
+            "index": self.index,
+            "time": round(self.time, 6),
+            "process": self.process,
+            "type": self.type,
+            "f": self.f,
+            "value": self.value,
+            "session": self.session,
+            "machine": self.machine,
+            "req": self.req,
+        }
+
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "index": self.index,
-                "time": round(self.time, 6),
-                "process": self.process,
-                "type": self.type,
-                "f": self.f,
-                "value": self.value,
-                "session": self.session,
-                "machine": self.machine,
-                "req": self.req,
-            },
-            sort_keys=True,
-            separators=(",", ":"),
-            ensure_ascii=False,
-        )
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Record:
@@ -184,7 +183,13 @@ class History:
         history = cls()
         for r in ordered:
             history.append(
-                r.time, r.process, r.type, r.f, r.value,
-                session=r.session, machine=r.machine, req=r.req,
+                r.time,
+                r.process,
+                r.type,
+                r.f,
+                r.value,
+                session=r.session,
+                machine=r.machine,
+                req=r.req,
             )
         return history

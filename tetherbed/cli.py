@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     hub = commands.add_parser("hub", help="run the hub, or manage its state")
     hub.add_argument("--listen", type=_host_port, default=("127.0.0.1", 8765))
+    hub.add_argument("--protocol-version", default="1.1", help=argparse.SUPPRESS)
     hub.add_argument("--state", help="directory for the hub's SQLite state (required)")
     _hub_limits(hub)
     hub_commands = hub.add_subparsers(dest="hub_command")
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--max-file-size", type=_positive_int, default=None)
     agent.add_argument("--command-timeout", type=_positive_float, default=None)
     agent.add_argument("--journal", default=None, help="write agent events as JSONL here")
+    agent.add_argument("--protocol-version", default="1.1", help=argparse.SUPPRESS)
     agent.add_argument(
         "--defect",
         action="append",
@@ -203,6 +205,7 @@ def _hub(args: argparse.Namespace) -> int:
         ownership=OwnershipPolicy(args.ownership),
         auto_restore=not args.no_auto_restore,
         defects=frozenset(args.defect),
+        protocol_version=args.protocol_version,
     )
     for option, field in [
         ("max_file_size", "max_file_size_bytes"),
@@ -310,6 +313,7 @@ def _agent(args: argparse.Namespace) -> int:
         child_idle_exit=args.child_idle_exit,
         journal=args.journal,
         defects=frozenset(args.defect),
+        protocol_version=args.protocol_version,
     )
 
     async def run() -> int:

@@ -63,7 +63,10 @@ class ManagedProcess:
         return "\n".join(self.log_tail)
 
 
-def _spawn(name: str, args: list[str], env: dict[str, str] | None = None) -> ManagedProcess:
+def spawn_tetherbed(
+    name: str, args: list[str], env: dict[str, str] | None = None
+) -> ManagedProcess:
+    """`python -m tetherbed ARGS` in its own process group, stderr kept."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tetherbed", *args],
         stdout=subprocess.PIPE,
@@ -161,7 +164,9 @@ def start_hub(
 ) -> HubProcess:
     """Start a hub and wait until it listens; the port is chosen by the OS."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    process = _spawn("hub", ["hub", "--listen", listen, "--state", str(state_dir), *(args or [])])
+    process = spawn_tetherbed(
+        "hub", ["hub", "--listen", listen, "--state", str(state_dir), *(args or [])]
+    )
     url = _read_listening_url(process, timeout)
     return HubProcess(process, url, state_dir)
 
@@ -212,7 +217,7 @@ def start_agent(
         argv += ["--machine-id", machine_id]
     if enable_shell:
         argv.append("--enable-shell")
-    return _spawn(name, [*argv, *(args or [])])
+    return spawn_tetherbed(name, [*argv, *(args or [])])
 
 
 def start_control_agent(
@@ -234,4 +239,4 @@ def start_control_agent(
         argv += ["--machine-id", machine_id]
     if enable_shell:
         argv.append("--enable-shell")
-    return _spawn(name, [*argv, *(args or [])], env={"TETHERBED_AGENT_TOKEN": token})
+    return spawn_tetherbed(name, [*argv, *(args or [])], env={"TETHERBED_AGENT_TOKEN": token})

@@ -12,12 +12,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from tetherbed.agent.desktop.errors import (
-    DependencyMissing,
-    DesktopError,
-    DisplayAccessDenied,
-    DisplayUnavailable,
-)
+from tetherbed.agent.desktop.errors import DependencyMissing, DesktopError, DisplayUnavailable
+from tetherbed.agent.desktop.xdisplay import diagnose
 from tetherbed.clock import Clock, SystemClock
 
 #: `grab(monitor=ALL_MONITORS)` captures the bounding box of every monitor.
@@ -113,10 +109,7 @@ class ScreenCapture:
         try:
             instance = mss.MSS(display=self.display, with_cursor=cursor)
         except mss.ScreenShotError as exc:
-            text = str(exc)
-            if "authoriz" in text.lower():
-                raise DisplayAccessDenied(f"X server {self.display} refused mss: {text}") from exc
-            raise DisplayUnavailable(f"mss cannot open {self.display}: {text}") from exc
+            raise diagnose(self.display, f"mss cannot open {self.display}: {exc}") from exc
         with self._all_lock:
             self._all.append(instance)
         return instance

@@ -27,6 +27,10 @@ class WindowGone(DesktopError):
     """The window no longer exists (or its id now names another window)."""
 
 
+class ClipboardError(DesktopError):
+    """The clipboard could not be set or read back."""
+
+
 class ImageTooLarge(DesktopError):
     """An image cannot be made to fit the byte budget it was given."""
 

@@ -303,11 +303,15 @@ class InputDriver:
         with self._lock:
             epoch = self._epoch
             self._keymap.refresh()
-            for keysym in keysyms:
-                self._check(epoch)
-                pressed = self._press_keysyms([keysym])
-                self._release_keycodes(pressed)
-            self._flush()
+            done = 0
+            while done < len(keysyms):
+                batch = self._keymap.prepare(keysyms[done:])
+                for keysym in keysyms[done : done + batch]:
+                    self._check(epoch)
+                    pressed = self._press_keysyms([keysym])
+                    self._release_keycodes(pressed)
+                self._flush()
+                done += batch
 
     # --- cleanup -------------------------------------------------------------
 

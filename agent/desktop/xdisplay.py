@@ -35,3 +35,19 @@ def open_display(name: str) -> Display:
         raise DisplayUnavailable(f"cannot connect to X display {name}: {text}") from exc
     except (xerror.DisplayError, OSError) as exc:
         raise DisplayUnavailable(f"cannot connect to X display {name}: {exc}") from exc
+
+
+def diagnose(name: str, fallback: str) -> DisplayUnavailable:
+    """Why `name` cannot be used, for libraries (mss/XCB) whose errors do not say.
+
+    Opens a python-xlib connection to find out: refused means
+    DisplayAccessDenied; anything else keeps `fallback` as the message.
+    """
+    try:
+        connection = open_display(name)
+    except DisplayUnavailable as exc:
+        return exc if isinstance(exc, DisplayAccessDenied) else DisplayUnavailable(fallback)
+    except DependencyMissing:
+        return DisplayUnavailable(fallback)
+    connection.close()
+    return DisplayUnavailable(fallback)

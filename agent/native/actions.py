@@ -63,7 +63,9 @@ Action = Pointer | Scroll | Drag | KeyPress | Hotkey | TypeText
 
 def _key_name(value: object, path: str) -> str:
     if not isinstance(value, str) or not 1 <= len(value) <= 32 or not value.isprintable():
-        raise NativeError(Code.INVALID_ARGUMENT, f"`{path}` must be a key name of 1 to 32 characters")
+        raise NativeError(
+            Code.INVALID_ARGUMENT, f"`{path}` must be a key name of 1 to 32 characters"
+        )
     if value != value.strip():
         raise NativeError(Code.INVALID_ARGUMENT, f"`{path}` must not have surrounding spaces")
     return value

@@ -117,7 +117,10 @@ def lookup_device(registry_path: str | os.PathLike[str] | None, device_id: str) 
         return None
     try:
         return Device(
-            device_id, str(entry["display"]), bytes.fromhex(entry["salt"]), bytes.fromhex(entry["hash"])
+            device_id,
+            str(entry["display"]),
+            bytes.fromhex(entry["salt"]),
+            bytes.fromhex(entry["hash"]),
         )
     except (KeyError, ValueError):
         return None

@@ -77,6 +77,7 @@ class NativeError(Exception):
         self.message = message
         self.retryable = code in _RETRYABLE if retryable is None else retryable
         self.side_effect_possible = side_effect_possible
+        self.request_id: int | None = None
 
     def to_wire(self) -> dict[str, Any]:
         """The spec's three fields, plus a human-readable `message` when there is one."""

@@ -102,17 +102,23 @@ def request_id_of(value: Any) -> int | None:
 def decode_line(line: bytes) -> dict[str, Any]:
     """Parse one request line into a dict, enforcing size, UTF-8, JSON and depth."""
     if len(line) > MAX_REQUEST_BYTES:
-        raise NativeError(Code.REQUEST_TOO_LARGE, f"requests are limited to {MAX_REQUEST_BYTES} bytes")
+        raise NativeError(
+            Code.REQUEST_TOO_LARGE, f"requests are limited to {MAX_REQUEST_BYTES} bytes"
+        )
     try:
         value = msgspec.json.decode(line)
     except RecursionError:
-        raise NativeError(Code.NESTING_TOO_DEEP, f"nesting depth is limited to {MAX_DEPTH}") from None
+        raise NativeError(
+            Code.NESTING_TOO_DEEP, f"nesting depth is limited to {MAX_DEPTH}"
+        ) from None
     except msgspec.DecodeError as exc:
         raise NativeError(Code.INVALID_REQUEST, f"not valid UTF-8 JSON: {exc}") from None
     if not isinstance(value, dict):
         raise NativeError(Code.INVALID_REQUEST, "a request is one JSON object")
     if nesting_depth(value) > MAX_DEPTH:
-        raise NativeError(Code.NESTING_TOO_DEEP, f"nesting depth is limited to {MAX_DEPTH}")
+        error = NativeError(Code.NESTING_TOO_DEEP, f"nesting depth is limited to {MAX_DEPTH}")
+        error.request_id = request_id_of(value)  # parsed, so the answer can be correlated
+        raise error
     return value
 
 

@@ -38,9 +38,7 @@ class InputRunner:
         self._waiting = 0
         self._max_waiting = max_waiting
 
-    async def run(
-        self, steps: list[Step], progress: Progress, admit: Callable[[], None]
-    ) -> None:
+    async def run(self, steps: list[Step], progress: Progress, admit: Callable[[], None]) -> None:
         """Run `steps`; `admit()` re-checks permission when the sequence's turn comes.
 
         Cancellation releases held input before the CancelledError propagates.

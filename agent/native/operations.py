@@ -71,3 +71,8 @@ class OperationCache:
 
     def finish(self, entry: Entry, result: dict[str, Any]) -> None:
         entry.result = result
+
+    def forget(self, entry: Entry) -> None:
+        """Drop an entry whose action sent nothing, so the same id can run later."""
+        if self._entries.get(entry.operation_id) is entry:
+            del self._entries[entry.operation_id]

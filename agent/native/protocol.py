@@ -46,9 +46,7 @@ def _wait_args(f: Fields, args: dict[str, Any], max_edge: int) -> None:
     args["after_frame_id"] = f.int("after_frame_id", 0, MAX_REQUEST_ID, optional=True)
     args["generation"] = f.int("generation", 0, 2**32 - 1, optional=True)
     if (args["after_frame_id"] is None) != (args["generation"] is None):
-        raise NativeError(
-            Code.INVALID_ARGUMENT, "`after_frame_id` and `generation` go together"
-        )
+        raise NativeError(Code.INVALID_ARGUMENT, "`after_frame_id` and `generation` go together")
     args["timeout_ms"] = f.int("timeout_ms", 0, 5000, default=DEFAULT_WAIT_MS)
 
 

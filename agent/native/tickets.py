@@ -31,7 +31,7 @@ class Grant:
     expires_at: float
 
     def allows_origin(self, origin: str | None) -> bool:
-        return origin is not None and (origin == self.origin or origin == self.apps)
+        return origin is not None and origin in (self.origin, self.apps)
 
 
 class TicketRejected(Exception):
@@ -71,7 +71,7 @@ class TicketBook:
         latest = self._view_generations.get(view, 0)
         if view_generation < latest:
             raise NativeError(Code.VIEW_GENERATION_STALE, "a newer generation of this view exists")
-        replaced = view_generation > latest and latest > 0
+        replaced = view_generation > latest > 0
         if replaced:
             self.revoke(view)
         self._view_generations[view] = view_generation

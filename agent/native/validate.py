@@ -128,5 +128,5 @@ class Fields:
     def finish(self) -> None:
         unknown = sorted(set(self._obj) - self._used)
         if unknown:
-            names = ", ".join(f"`{self._name(k)}`" for k in unknown)
+            names = ", ".join(f"`{self._name(k)[:64]}`" for k in unknown[:8])
             raise NativeError(Code.UNKNOWN_FIELD, f"unknown field {names}")

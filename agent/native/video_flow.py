@@ -173,7 +173,11 @@ class Handoff:
     """
 
     def __init__(
-        self, *, nv12: bool = False, max_frames: int = HANDOFF_FRAMES, max_bytes: int = HANDOFF_BYTES
+        self,
+        *,
+        nv12: bool = False,
+        max_frames: int = HANDOFF_FRAMES,
+        max_bytes: int = HANDOFF_BYTES,
     ) -> None:
         self.nv12 = nv12
         self.max_frames = max_frames

@@ -65,11 +65,13 @@ def nv12_size(width: int, height: int) -> int:
 
 
 def pack_nv12(
-    generation: int, sequence: int, timestamp_us: int, width: int, height: int, nv12: bytes
+    generation: int, sequence: int, timestamp_us: int, *, width: int, height: int, nv12: bytes
 ) -> bytes:
     check_nv12_size(width, height)
     if len(nv12) != nv12_size(width, height):
-        raise FrameFormatError(f"NV12 payload is {len(nv12)} bytes, expected {nv12_size(width, height)}")
+        raise FrameFormatError(
+            f"NV12 payload is {len(nv12)} bytes, expected {nv12_size(width, height)}"
+        )
     header = NV12_HEADER.pack(
         CDN1, generation % U32, sequence % U32, timestamp_us, FLAG_KEYFRAME, width, height
     )

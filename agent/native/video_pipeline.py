@@ -31,10 +31,13 @@ class VideoPipeline:
         max_size: tuple[int, int] = (1920, 1080),
         fps: int = 30,
         crf: int = 23,
+        latest: Callable[[], Picture | None] = lambda: None,
     ) -> None:
         self.protocol = protocol
         self._nv12 = protocol == "nv12/1"
         self._sink = sink
+        self._latest = latest  # the store's newest picture, for a keyframe on a still screen
+        self._last_frame_id = -1
         self._max_w, self._max_h = max_size
         self._fps, self._crf = fps, crf
         self._cond = threading.Condition()
@@ -84,6 +87,7 @@ class VideoPipeline:
             self._encoder = None
             self._last_nv12 = None
             self._last_message = None
+            self._last_frame_id = -1
             self._pacer.request()
             self._cond.notify()
 
@@ -108,10 +112,7 @@ class VideoPipeline:
                 picture, self._mailbox = self._mailbox, None
                 generation = self.generation
                 force = self._pacer.take(time.monotonic())
-                if picture is None and not force:
-                    pending_only = True
-                else:
-                    pending_only = False
+                pending_only = picture is None and not force
             if pending_only:
                 time.sleep(0.02)  # a keyframe request inside its one-second interval
                 continue
@@ -123,7 +124,16 @@ class VideoPipeline:
     def _produce(self, picture: Picture | None, generation: int, force: bool) -> None:
         from tetherbed.agent.desktop.encode import even_size, to_nv12
 
+        if picture is None and force:
+            latest = self._latest()
+            if (
+                latest is not None
+                and latest.generation == generation
+                and (latest.frame_id != self._last_frame_id or self._last_nv12 is None)
+            ):
+                picture = latest
         if picture is not None:
+            self._last_frame_id = picture.frame_id
             frame = picture.frame
             width, height = even_size(*_fit(frame.width, frame.height, self._max_w, self._max_h))
             nv12 = to_nv12(frame, width, height)
@@ -136,7 +146,7 @@ class VideoPipeline:
         if self._nv12:
             message = self._package_nv12(generation, nv12, width, height, timestamp)
         else:
-            message = self._package_h264(generation, nv12, width, height, timestamp, force)
+            message = self._package_h264(generation, nv12, (width, height), timestamp, force)
         if message is None:
             return
         with self._cond:
@@ -150,12 +160,15 @@ class VideoPipeline:
         self, generation: int, nv12: bytes, width: int, height: int, timestamp: int
     ) -> OutFrame:
         self._sequence += 1
-        data = video_frames.pack_nv12(generation, self._sequence, timestamp, width, height, nv12)
+        data = video_frames.pack_nv12(
+            generation, self._sequence, timestamp, width=width, height=height, nv12=nv12
+        )
         return OutFrame(generation, self._sequence, True, data)
 
     def _package_h264(
-        self, generation: int, nv12: bytes, width: int, height: int, timestamp: int, force: bool
+        self, generation: int, nv12: bytes, size: tuple[int, int], timestamp: int, force: bool
     ) -> OutFrame | None:
+        width, height = size
         encoder = self._encoder
         if encoder is None or (encoder.width, encoder.height) != (width, height):
             encoder = self._encoder = H264Encoder(width, height, fps=self._fps, crf=self._crf)

@@ -6,7 +6,8 @@ It shows known content at known places - a big button, a text entry and a
 canvas for drags - and appends one JSON object per line to FILE for every
 button press/release (display-global coordinates), key press/release, change
 of the entry's text, completed drag (its path), wheel notch, focus change and
-window geometry change. A file (not a socket) because any test, scenario or
+window geometry change. (Tk reports the horizontal wheel, X buttons 6/7, as
+buttons 4/5 with Shift held.) A file (not a socket) because any test, scenario or
 person can tail it, it survives the reader starting late, and a line-buffered
 append is atomic enough for one writer. `ProbeEvents` reads it back.
 

@@ -1,0 +1,201 @@
+"""Live-video benchmark: capture → H.264 → loopback WebSocket viewers, at 1920 × 1080.
+
+A real `tetherbed native --video-ws` process watches an Xvfb display on which bars
+move every frame. Two phases, measured in the same run:
+
+* ``one``: a single viewer that acks every frame (the baseline);
+* ``eight``: eight viewers, seven acking and one that never acks.
+
+Per phase it prints viewer fps and capture-to-viewer latency (the CDV1 timestamp
+is the adapter's CLOCK_MONOTONIC capture time; the viewer stamps receipt with the
+same clock), the fast viewers' fps as a ratio of the one-viewer fps (target ≥ 0.9),
+and the stalled viewer's outstanding frames and bytes (must stay within 8 / 1 MiB).
+Numbers are printed, never asserted; the exit status is 0 whatever they are.
+
+    .venv/bin/python bench/video.py [--seconds 6] [--quality high] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.native.harness import NativeProcess  # noqa: E402
+from tests.native.screen_noise import ScreenNoise  # noqa: E402
+from tetherbed.agent.desktop.xvfb import XvfbDisplay  # noqa: E402
+from tetherbed.agent.native.devices import register_device  # noqa: E402
+from tetherbed.agent.native.video_viewer import Viewer  # noqa: E402
+
+ORIGIN = "http://127.0.0.1:4173"
+WARMUP_S = 1.0
+
+
+@dataclass
+class ViewerResult:
+    frames: int
+    fps: float
+    latency_p50_ms: float
+    latency_p95_ms: float
+    mbit_s: float
+
+
+@dataclass
+class PhaseResult:
+    name: str
+    fast: list[ViewerResult]
+    stalled_frames: int = 0
+    stalled_bytes: int = 0
+    max_unacked_bytes_status: int = 0
+    adapter_cpu_percent: float = 0.0
+
+
+def new_id() -> str:
+    return base64.urlsafe_b64encode(secrets.token_bytes(24)).decode()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def open_grant(native: NativeProcess) -> tuple[str, str]:
+    ticket = new_id()
+    grant = native.result(
+        "video_open",
+        ticket=ticket,
+        view=new_id(),
+        view_generation=1,
+        session=new_id(),
+        origin=ORIGIN,
+        apps=None,
+    )
+    return grant["url"], ticket
+
+
+async def watch(viewer: Viewer, until: float) -> None:
+    while time.monotonic() < until:
+        try:
+            await asyncio.wait_for(viewer.receive(), max(0.05, until - time.monotonic()))
+        except TimeoutError:
+            return
+
+
+def summarize(viewer: Viewer, start: float, end: float) -> ViewerResult:
+    window = [r for r in viewer.frames if start <= r.received_at <= end]
+    latencies = sorted((r.received_at - r.message.timestamp_us / 1e6) * 1000 for r in window) or [
+        float("nan")
+    ]
+    seconds = end - start
+    return ViewerResult(
+        frames=len(window),
+        fps=len(window) / seconds,
+        latency_p50_ms=statistics.median(latencies),
+        latency_p95_ms=latencies[int(0.95 * (len(latencies) - 1))],
+        mbit_s=sum(r.size for r in window) * 8 / seconds / 1e6,
+    )
+
+
+async def phase(native: NativeProcess, name: str, fast: int, stalled: int, seconds: float):
+    viewers = []
+    for i in range(fast + stalled):
+        url, ticket = await asyncio.to_thread(open_grant, native)
+        viewers.append(await Viewer.open(url, ticket, origin=ORIGIN, ack=i < fast))
+    begin = time.monotonic()
+    start, end = begin + WARMUP_S, begin + WARMUP_S + seconds
+    cpu_before = cpu_seconds(native.pid)
+    max_status_bytes = 0
+
+    async def sample_status() -> None:
+        nonlocal max_status_bytes
+        while time.monotonic() < end:
+            status = await asyncio.to_thread(native.result, "status")
+            out = status["video_output"]
+            max_status_bytes = max(max_status_bytes, out["unacknowledged_bytes"])
+            await asyncio.sleep(0.25)
+
+    await asyncio.gather(*(watch(v, end) for v in viewers), sample_status())
+    cpu = (cpu_seconds(native.pid) - cpu_before) / (time.monotonic() - begin) * 100
+    result = PhaseResult(
+        name,
+        [summarize(v, start, end) for v in viewers[:fast]],
+        adapter_cpu_percent=cpu,
+        max_unacked_bytes_status=max_status_bytes,
+    )
+    if stalled:
+        frames = viewers[fast].frames
+        result.stalled_frames = len(frames)  # it never acked: all of them are outstanding
+        result.stalled_bytes = sum(r.size for r in frames)
+    for viewer in viewers:
+        await viewer.close()
+    await asyncio.sleep(0.5)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=6.0, help="measured seconds a phase")
+    parser.add_argument("--quality", default="high", choices=["high", "balanced", "low"])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="tetherbed-bench-video-"))
+    registry = workdir / "devices.json"
+    with XvfbDisplay(1920, 1080, 24) as xvfb, ScreenNoise(xvfb.name, fps=60):
+        device_id, password = register_device(registry, xvfb.name)
+        native = NativeProcess(
+            password=password,
+            registry=registry,
+            args=["--video-ws", "--quality", args.quality],
+            stderr_path=workdir / "native.stderr",
+        )
+        try:
+            native.result("connect", device=device_id, mode="observe", display=0)
+            native.wait_ready()
+            one = asyncio.run(phase(native, "one", 1, 0, args.seconds))
+            eight = asyncio.run(phase(native, "eight", 7, 1, args.seconds))
+        finally:
+            native.stop()
+    base = one.fast[0].fps
+    ratios = [v.fps / base if base else 0.0 for v in eight.fast]
+    if args.json:
+        print(json.dumps({"one": asdict(one), "eight": asdict(eight), "ratios": ratios}))
+        return 0
+    print(f"bench/video.py: 1920x1080, quality {args.quality}, {args.seconds:.0f} s a phase")
+    for result in (one, eight):
+        print(f"\n[{result.name}] adapter CPU {result.adapter_cpu_percent:.0f}% of one core")
+        for i, v in enumerate(result.fast):
+            print(
+                f"  viewer {i}: {v.fps:5.1f} fps  latency p50 {v.latency_p50_ms:5.1f} ms"
+                f"  p95 {v.latency_p95_ms:5.1f} ms  {v.mbit_s:5.1f} Mbit/s"
+            )
+    worst = min(ratios)
+    verdict = "ok" if worst >= 0.9 else "MISS"
+    print(
+        f"\nfast viewers' fps / one-viewer fps: min {worst:.2f}, "
+        f"mean {statistics.fmean(ratios):.2f} (target >= 0.9: {verdict})"
+    )
+    within = eight.stalled_frames <= 8 and (
+        eight.stalled_bytes <= 1024 * 1024 or eight.stalled_frames == 1
+    )
+    print(
+        f"stalled viewer outstanding: {eight.stalled_frames} frames, "
+        f"{eight.stalled_bytes} bytes (cap 8 / 1048576: {'ok' if within else 'MISS'}); "
+        f"max status.unacknowledged_bytes {eight.max_unacked_bytes_status}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Backends: sim (one virtual-time loop), process (real processes), docker."""

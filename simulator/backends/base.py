@@ -1,0 +1,133 @@
+"""What every backend offers the scenario runner.
+
+A backend turns a topology into running parts — in one virtual-time event
+loop (`sim`), as local processes (`process`) or as containers (`docker`) —
+and carries out lifecycle steps and faults on them. The runner drives every
+backend through this interface only, so a scenario runs unchanged on all.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tetherbed.simulator.recorder import Recorder
+from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
+from tetherbed.transport import MessageTransport
+
+T = TypeVar("T")
+
+#: The fault kinds every backend understands (docs/scenarios.md).
+FAULT_KINDS = (
+    "latency",  # latency_ms, jitter_ms
+    "bandwidth",  # rate_kbps
+    "reset",  # cut the agent's connections now (RST)
+    "blackhole",  # data dropped both ways, connections held open
+    "slicer",  # average_size, delay_ms: small TCP writes
+    "limit_data",  # bytes: close after N bytes
+    "drop",  # message types: drop them (count optional)
+    "delay",  # message types, delay_ms
+    "duplicate",  # message types
+    "reorder",  # message types
+    "swallow_pongs",  # PONGs from the agent never reach the hub
+    "inject_close",  # code, reason, toward: agent|hub
+)
+
+
+class BackendError(RuntimeError):
+    """The backend could not do what a step asked (a part failed to start, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """`status` is one of: not_started, running, paused, exited."""
+
+    status: str
+    exit_code: int | None = None
+
+
+class Backend(abc.ABC):
+    name: str
+
+    def __init__(self, scenario: Scenario, workdir: Path, seed: int) -> None:
+        self.scenario = scenario
+        self.topology = scenario.topology
+        self.workdir = workdir
+        self.seed = seed
+        self.recorder: Recorder = Recorder(self.now)
+
+    # --- running the whole thing ------------------------------------------
+
+    @abc.abstractmethod
+    def run(self, main: Coroutine[Any, Any, T]) -> T:
+        """Run the runner's coroutine on this backend's event loop."""
+
+    @abc.abstractmethod
+    def now(self) -> float:
+        """Seconds since the run started (virtual on the sim backend)."""
+
+    async def setup(self) -> None:  # noqa: B027 - optional hook
+        """Prepare what every node needs (folders, tokens, proxies)."""
+
+    async def teardown(self) -> None:  # noqa: B027 - optional hook
+        """Stop everything still running; must never raise."""
+
+    # --- lifecycle --------------------------------------------------------
+
+    @abc.abstractmethod
+    async def start(self, node: str) -> None: ...
+
+    @abc.abstractmethod
+    async def stop(self, node: str) -> None:
+        """Graceful: SIGTERM (the hub sends 4429 to its agents)."""
+
+    @abc.abstractmethod
+    async def kill(self, node: str) -> None:
+        """Abrupt: no close frame, no clean-up (SIGKILL)."""
+
+    @abc.abstractmethod
+    async def pause(self, node: str) -> None:
+        """Freeze it, like a laptop going to sleep (SIGSTOP)."""
+
+    @abc.abstractmethod
+    async def resume(self, node: str) -> None: ...
+
+    async def restart(self, node: str) -> None:
+        await self.kill(node)
+        await self.start(node)
+
+    @abc.abstractmethod
+    def state(self, node: str) -> NodeState: ...
+
+    # --- the network --------------------------------------------------------
+
+    @abc.abstractmethod
+    async def partition(self, agent: str, direction: str = "both") -> None:
+        """Cut the agent↔hub link: `both`, `to_hub` or `from_hub`."""
+
+    @abc.abstractmethod
+    async def heal(self, agent: str | None = None) -> None:
+        """Undo partitions (of one agent, or all)."""
+
+    @abc.abstractmethod
+    async def fault(self, agent: str, kind: str, params: dict[str, Any]) -> None: ...
+
+    @abc.abstractmethod
+    async def clear(self, agent: str | None = None) -> None:
+        """Remove faults (of one agent, or all); partitions stay until healed."""
+
+    # --- clients and the hub's API ------------------------------------------
+
+    @abc.abstractmethod
+    async def open_client(self, client: ClientSpec) -> MessageTransport:
+        """A client connection to the session through the hub."""
+
+    @abc.abstractmethod
+    async def revoke(self, session: str, user: str) -> None: ...
+
+    @abc.abstractmethod
+    def agent_root(self, agent: AgentSpec) -> Path:
+        """The agent machine's folder, where its files land."""

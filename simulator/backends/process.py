@@ -1,0 +1,433 @@
+"""The `process` backend: real `tetherbed hub` and `tetherbed agent` processes.
+
+Every agent reaches the hub through its own fault proxy on loopback, so a
+fault or partition targets one agent's link; pause and resume are SIGSTOP and
+SIGCONT, exactly a laptop going to sleep. The hub writes its events
+(`--events`) and every agent its journal (`--journal`); a tailer merges them
+into the history as they appear. Time is real here: the run's clock is wall
+time since the start.
+
+A scenario may point the hub at a third-party implementation (`hub.url`, with
+`hub.tokens`) or replace an agent by another command (`agents.X.command`,
+with `{hub_url}`, `{token}`, `{session}`, `{root}`, `{machine}` filled in).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tetherbed import aio
+from tetherbed.event_log import read_events
+from tetherbed.hub.admin_client import HubAdmin
+from tetherbed.launch import (
+    HubProcess,
+    ManagedProcess,
+    create_token,
+    spawn_tetherbed,
+    start_hub,
+)
+from tetherbed.simulator.backends.base import Backend, BackendError, NodeState
+from tetherbed.simulator.proxy import ProxyRegistry
+from tetherbed.simulator.proxy.proxy import FaultProxy
+from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
+from tetherbed.transport import MessageTransport
+from tetherbed.ws_transport import connect_websocket
+
+T = TypeVar("T")
+
+#: Scenario hub options → `tetherbed hub` flags.
+_HUB_FLAGS = {
+    "max_concurrent": "--max-concurrent",
+    "max_file_size": "--max-file-size",
+    "command_timeout": "--command-timeout",
+    "ping_interval": "--ping-interval",
+    "pong_timeout": "--pong-timeout",
+    "retry_window": "--retry-window",
+    "queue_limit": "--queue-limit",
+    "ownership": "--ownership",
+    "protocol_version": "--protocol-version",
+}
+
+#: Scenario directions → the proxy's streams (agent → hub is "upstream").
+_STREAMS = {"both": "both", "to_hub": "upstream", "from_hub": "downstream"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def hub_arguments(options: dict[str, Any]) -> list[str]:
+    args: list[str] = []
+    for option, flag in _HUB_FLAGS.items():
+        if option in options:
+            args += [flag, str(options[option])]
+    for defect in options.get("defects") or ():
+        args += ["--defect", defect]
+    return args
+
+
+class _Agent:
+    def __init__(self, spec: AgentSpec) -> None:
+        self.spec = spec
+        self.process: ManagedProcess | None = None
+        self.proxy: FaultProxy | None = None
+        self.state = NodeState("not_started")
+        self.journal_read = 0
+        self.journal: Path | None = None
+
+
+class ProcessBackend(Backend):
+    name = "process"
+
+    def __init__(self, scenario: Scenario, workdir: Path, seed: int) -> None:
+        self._wall0 = time.time()
+        super().__init__(scenario, workdir, seed)
+        self.hub: HubProcess | None = None
+        self.hub_state = NodeState("not_started")
+        self.hub_port = 0
+        self.hub_events = workdir / "logs" / "hub-events.jsonl"
+        self._hub_events_read = 0
+        self.agents = {name: _Agent(spec) for name, spec in self.topology.agents.items()}
+        self.tokens: dict[tuple[str, str], str] = {}
+        self.registry = ProxyRegistry(random.Random(seed))
+        self._tailer: asyncio.Task[None] | None = None
+        self._watchers: set[asyncio.Task[None]] = set()
+
+    # --- running -------------------------------------------------------------------
+
+    def run(self, main: Coroutine[Any, Any, T]) -> T:
+        return aio.run(main)
+
+    def now(self) -> float:
+        return time.time() - self._wall0
+
+    @property
+    def hub_url(self) -> str:
+        return self.topology.hub.url or f"ws://127.0.0.1:{self.hub_port}"
+
+    async def setup(self) -> None:
+        (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
+        self.hub_port = free_port()
+        users = {a.user for a in self.topology.agents.values()}
+        users |= {c.user for c in self.topology.clients.values()}
+        given = self.topology.hub.options.get("tokens") or {}
+        for user in sorted(users):
+            for kind in ("agent", "client"):
+                if self.topology.hub.url:
+                    self.tokens[user, kind] = given[user][kind]
+                else:
+                    self.tokens[user, kind] = await asyncio.to_thread(
+                        create_token, self.workdir / "hub-state", user, kind
+                    )
+        upstream = self.hub_url.split("://", 1)[1].rstrip("/")
+        for name, agent in self.agents.items():
+            agent.proxy = await self.registry.create(f"agent-{name}", "127.0.0.1:0", upstream)
+            agent.journal = self.workdir / "logs" / f"agent-{name}.jsonl"
+            root = self.agent_root(agent.spec)
+            if not root.exists():
+                root.mkdir(parents=True)
+                for path, content in (agent.spec.options.get("files") or {}).items():
+                    target = root / path
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(str(content), encoding="utf-8")
+        self._tailer = asyncio.ensure_future(self._tail())
+
+    async def teardown(self) -> None:
+        for agent in self.agents.values():
+            if agent.process is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(agent.process.stop, 5.0)
+        if self.hub is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.hub.stop)
+        with contextlib.suppress(Exception):
+            await self.registry.close()
+        self._ingest()
+        if self._tailer is not None:
+            self._tailer.cancel()
+            await asyncio.gather(self._tailer, return_exceptions=True)
+
+    def agent_root(self, agent: AgentSpec) -> Path:
+        return self.workdir / "roots" / agent.root
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    async def start(self, node: str) -> None:
+        if node == "hub":
+            if self.topology.hub.url:
+                raise BackendError("the hub is a third-party one at hub.url: not started here")
+            if self.hub_state.status in ("running", "paused"):
+                raise BackendError("the hub is already running")
+            args = ["--events", str(self.hub_events), *hub_arguments(self.topology.hub.options)]
+            self.hub = await asyncio.to_thread(
+                start_hub,
+                self.workdir / "hub-state",
+                listen=f"127.0.0.1:{self.hub_port}",
+                args=args,
+            )
+            self.hub_state = NodeState("running")
+            self.recorder.event("hub", "started", {"pid": self.hub.process.pid})
+            self._keep(self._watch("hub", self.hub.process))
+            return
+        agent = self.agents[node]
+        if agent.state.status in ("running", "paused"):
+            raise BackendError(f"{node} is already running")
+        agent.process = self._spawn_agent(agent)
+        agent.state = NodeState("running")
+        self._agent_event(agent, "started", {"pid": agent.process.pid})
+        self._keep(self._watch(node, agent.process))
+
+    def _keep(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
+
+    def _spawn_agent(self, agent: _Agent) -> ManagedProcess:
+        spec = agent.spec
+        assert agent.proxy is not None and agent.journal is not None
+        hub_url = f"ws://{agent.proxy.listen}"
+        token = self.tokens[spec.user, "agent"]
+        root = self.agent_root(spec)
+        if spec.command:
+            values = {
+                "hub_url": hub_url,
+                "token": token,
+                "session": spec.session,
+                "root": str(root),
+                "machine": spec.machine,
+            }
+            argv = [part.format(**values) for part in spec.command]
+            proc = subprocess.Popen(
+                argv,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            return ManagedProcess(spec.name, proc)
+        options = spec.options
+        args = [
+            "agent",
+            "--hub",
+            hub_url,
+            "--root",
+            str(root),
+            "--session-id",
+            spec.session,
+            "--machine-id",
+            spec.machine,
+            "--journal",
+            str(agent.journal),
+            "--state-dir",
+            str(self.workdir / "agents" / spec.name),
+            "--max-concurrent",
+            str(options.get("max_concurrent", 4)),
+            "--protocol-version",
+            str(options.get("protocol_version", "1.1")),
+        ]
+        if spec.shell:
+            args.append("--enable-shell")
+        for defect in options.get("defects") or ():
+            args += ["--defect", defect]
+        return spawn_tetherbed(spec.name, args, env={"TETHERBED_AGENT_TOKEN": token})
+
+    async def _watch(self, node: str, process: ManagedProcess) -> None:
+        """Record the exit of a process that ends by itself."""
+        code = await asyncio.to_thread(process.proc.wait)
+        if node == "hub":
+            if self.hub is not None and self.hub.process is process:
+                self.hub_state = NodeState("exited", code)
+                self.recorder.event("hub", "exited", {"code": code})
+            return
+        agent = self.agents[node]
+        if agent.process is process:
+            self._ingest()  # its last journal lines come before its exit
+            agent.state = NodeState("exited", code)
+            self._agent_event(agent, "exited", {"code": code})
+
+    async def stop(self, node: str) -> None:
+        process = self._process(node)
+        if process is not None and process.alive():
+            await asyncio.to_thread(process.stop)
+            await asyncio.sleep(0.05)
+
+    async def kill(self, node: str) -> None:
+        process = self._process(node)
+        if process is None or not process.alive():
+            return
+        process.signal(signal.SIGKILL)
+        await asyncio.to_thread(process.proc.wait)
+        self._record_process(node, "killed")
+
+    async def pause(self, node: str) -> None:
+        process = self._process(node)
+        if process is None:
+            raise BackendError(f"{node} is not running")
+        process.signal(signal.SIGSTOP)
+        self._set_state(node, NodeState("paused"))
+        self._record_process(node, "paused")
+
+    async def resume(self, node: str) -> None:
+        process = self._process(node)
+        if process is None:
+            raise BackendError(f"{node} is not running")
+        process.signal(signal.SIGCONT)
+        if self.state(node).status == "paused":
+            self._set_state(node, NodeState("running"))
+        self._record_process(node, "resumed")
+
+    def _process(self, node: str) -> ManagedProcess | None:
+        if node == "hub":
+            return self.hub.process if self.hub is not None else None
+        return self.agents[node].process
+
+    def _set_state(self, node: str, state: NodeState) -> None:
+        if node == "hub":
+            self.hub_state = state
+        else:
+            self.agents[node].state = state
+
+    def _record_process(self, node: str, event: str) -> None:
+        if node == "hub":
+            self.recorder.event("hub", event)
+        else:
+            self._agent_event(self.agents[node], event, {})
+
+    def state(self, node: str) -> NodeState:
+        if node == "hub":
+            return self.hub_state
+        return self.agents[node].state
+
+    # --- network -------------------------------------------------------------------
+
+    def _proxy(self, agent: str) -> FaultProxy:
+        proxy = self.agents[agent].proxy
+        assert proxy is not None
+        return proxy
+
+    async def partition(self, agent: str, direction: str = "both") -> None:
+        self._proxy(agent).partition(_STREAMS[direction], mode="hold")
+
+    async def heal(self, agent: str | None = None) -> None:
+        for name in [agent] if agent else list(self.agents):
+            self._proxy(name).heal("both")
+
+    async def fault(self, agent: str, kind: str, params: dict[str, Any]) -> None:
+        proxy = self._proxy(agent)
+        stream = _STREAMS[params.get("direction", "both")]
+        streams = ["upstream", "downstream"] if stream == "both" else [stream]
+        if kind == "latency":
+            for s in streams:
+                proxy.add_toxic(
+                    "latency",
+                    stream=s,
+                    latency=int(params.get("latency_ms", 0)),
+                    jitter=int(params.get("jitter_ms", 0)),
+                )
+        elif kind == "bandwidth":
+            for s in streams:
+                proxy.add_toxic("bandwidth", stream=s, rate=int(params.get("rate_kbps", 1)))
+        elif kind == "reset":
+            proxy.reset_connections()
+        elif kind == "blackhole":
+            proxy.blackhole("both")
+        elif kind == "slicer":
+            for s in streams:
+                proxy.add_toxic(
+                    "slicer",
+                    stream=s,
+                    average_size=int(params.get("average_size", 16)),
+                    size_variation=int(params.get("size_variation", 0)),
+                    delay=int(params.get("delay_ms", 1)) * 1000,
+                )
+        elif kind == "limit_data":
+            for s in streams:
+                proxy.add_toxic("limit_data", stream=s, bytes=int(params.get("bytes", 0)))
+        elif kind in ("drop", "delay", "duplicate", "reorder"):
+            types = params.get("types") or params.get("type") or ["*"]
+            for message_type in [types] if isinstance(types, str) else types:
+                proxy.add_rule(
+                    kind,
+                    stream=stream,
+                    type=message_type,
+                    count=params.get("count"),
+                    delay=int(params.get("delay_ms", 0)),
+                )
+        elif kind == "swallow_pongs":
+            proxy.add_rule("drop", stream="upstream", type="PONG", count=params.get("count"))
+        elif kind == "inject_close":
+            toward = "client" if params.get("toward", "agent") == "agent" else "server"
+            proxy.inject_close(toward, int(params.get("code", 1000)), str(params.get("reason", "")))
+        else:
+            raise BackendError(f"unknown fault kind {kind!r}")
+
+    async def clear(self, agent: str | None = None) -> None:
+        for name in [agent] if agent else list(self.agents):
+            proxy = self._proxy(name)
+            proxy.clear_toxics()
+            for rule in list(proxy.rules):
+                proxy.remove_rule(rule.name)
+
+    # --- clients -------------------------------------------------------------------
+
+    async def open_client(self, client: ClientSpec) -> MessageTransport:
+        token = self.tokens[client.user, "client"]
+        url = f"{self.hub_url}/v1/sessions/{client.session}/client"
+        return await connect_websocket(url, {"Authorization": f"Bearer {token}"})
+
+    async def revoke(self, session: str, user: str) -> None:
+        async with HubAdmin(self.hub_url, self.tokens[user, "client"]) as admin:
+            await admin.revoke(session)
+
+    # --- history -------------------------------------------------------------------
+
+    def _agent_event(
+        self, agent: _Agent, event: str, fields: dict[str, Any], time: float | None = None
+    ) -> None:
+        spec = agent.spec
+        self.recorder.event(
+            f"agent:{spec.name}",
+            event,
+            fields,
+            session=spec.session,
+            machine=spec.machine,
+            time=time,
+        )
+
+    async def _tail(self) -> None:
+        while True:
+            self._ingest()
+            await asyncio.sleep(0.05)
+
+    def _ingest(self) -> None:
+        """Move new lines of the hub's and agents' event files into the history."""
+        events = read_events(self.hub_events)
+        for event in events[self._hub_events_read :]:
+            fields = dict(event)
+            at = fields.pop("t") - self._wall0
+            name = fields.pop("event")
+            session = fields.pop("session", None)
+            machine = fields.pop("machine", None)
+            self.recorder.event("hub", name, fields, session=session, machine=machine, time=at)
+        self._hub_events_read = len(events)
+        for agent in self.agents.values():
+            if agent.journal is None:
+                continue
+            lines = read_events(agent.journal)
+            for event in lines[agent.journal_read :]:
+                fields = dict(event)
+                at = fields.pop("t") - self._wall0
+                name = fields.pop("event")
+                self._agent_event(agent, name, fields, time=at)
+            agent.journal_read = len(lines)

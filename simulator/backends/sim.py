@@ -1,0 +1,364 @@
+"""The `sim` backend: the reference hub and agents in one virtual-time loop.
+
+Nothing here waits in real time: a 60 s backoff costs nothing, and since
+every random choice (backoff jitter, network jitter, ids) comes from
+generators seeded from the run's seed, the same seed produces the same
+history, byte for byte. The hub and agents are the real `HubCore` and
+`AgentRuntime`; only sockets, processes and the shell are simulated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import uuid
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tetherbed.agent.audit_sink import NullAuditSink
+from tetherbed.agent.config import AgentConfig, Limits
+from tetherbed.agent.operations import DataOperations
+from tetherbed.agent.runtime import AgentRuntime
+from tetherbed.hub.config import HubConfig, OwnershipPolicy
+from tetherbed.hub.store import HubStore
+from tetherbed.simulator.backends.base import Backend, BackendError, NodeState
+from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
+from tetherbed.simulator.sim.hub_node import SimHub
+from tetherbed.simulator.sim.network import Rule, SimNetwork
+from tetherbed.simulator.sim.shell import run_sim_command
+from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop
+from tetherbed.transport import MessageTransport
+
+T = TypeVar("T")
+
+_HUB_FIELDS = {"session", "machine"}
+
+
+def hub_config(options: dict[str, Any]) -> HubConfig:
+    """A HubConfig from a scenario's hub options (also used by other backends)."""
+    config = HubConfig()
+    names = {
+        "max_concurrent": "max_concurrent",
+        "max_file_size": "max_file_size_bytes",
+        "command_timeout": "command_timeout_seconds",
+        "ping_interval": "ping_interval",
+        "pong_timeout": "pong_timeout",
+        "retry_window": "retry_window",
+        "queue_limit": "queue_limit",
+        "protocol_version": "protocol_version",
+    }
+    for option, attribute in names.items():
+        if option in options:
+            setattr(config, attribute, options[option])
+    if "ownership" in options:
+        config.ownership = OwnershipPolicy(options["ownership"])
+    if "defects" in options:
+        config.defects = frozenset(options["defects"])
+    config.__post_init__()
+    return config
+
+
+class _AgentNode:
+    def __init__(self, spec: AgentSpec) -> None:
+        self.spec = spec
+        self.runtime: AgentRuntime | None = None
+        self.task: asyncio.Task[Any] | None = None
+        self.state = NodeState("not_started")
+        self.starts = 0
+
+
+class SimBackend(Backend):
+    name = "sim"
+
+    def __init__(self, scenario: Scenario, workdir: Path, seed: int) -> None:
+        self.loop = VirtualTimeLoop()
+        self.clock = VirtualClock(self.loop)
+        super().__init__(scenario, workdir, seed)
+        self.rng = random.Random(seed)
+        self.network = SimNetwork(random.Random(self.rng.getrandbits(64)))
+        self.store = HubStore(":memory:")
+        self.hub: SimHub | None = None
+        self.hub_state = NodeState("not_started")
+        self.agents = {name: _AgentNode(spec) for name, spec in self.topology.agents.items()}
+        self.tokens: dict[tuple[str, str], str] = {}
+
+    # --- running -------------------------------------------------------------------
+
+    def run(self, main: Coroutine[Any, Any, T]) -> T:
+        asyncio.set_event_loop(self.loop)
+        try:
+            return self.loop.run_until_complete(main)
+        finally:
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+            asyncio.set_event_loop(None)
+
+    def now(self) -> float:
+        return self.loop.time()
+
+    async def setup(self) -> None:
+        users = {a.user for a in self.topology.agents.values()}
+        users |= {c.user for c in self.topology.clients.values()}
+        for user in sorted(users):
+            for kind in ("agent", "client"):
+                self.tokens[user, kind] = self.store.create_token(user, kind)
+        for node in self.agents.values():
+            root = self.agent_root(node.spec)
+            if not root.exists():
+                root.mkdir(parents=True)
+                for path, content in (node.spec.options.get("files") or {}).items():
+                    target = root / path
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(str(content), encoding="utf-8")
+
+    async def teardown(self) -> None:
+        for node in self.agents.values():
+            if node.task is not None and not node.task.done():
+                node.task.cancel()
+                await asyncio.gather(node.task, return_exceptions=True)
+        if self.hub is not None:
+            self.hub.crash()
+        self.store.close()
+
+    def agent_root(self, agent: AgentSpec) -> Path:
+        return self.workdir / "roots" / agent.root
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    async def start(self, node: str) -> None:
+        if node == "hub":
+            if self.hub_state.status in ("running", "paused"):
+                raise BackendError("the hub is already running")
+            self.hub = SimHub(
+                self.network,
+                self.store,
+                hub_config(self.topology.hub.options),
+                self.clock,
+                self._hub_event,
+            )
+            self.hub.start()
+            self.hub_state = NodeState("running")
+            self.recorder.event("hub", "started")
+            return
+        agent = self.agents[node]
+        if agent.state.status in ("running", "paused"):
+            raise BackendError(f"{node} is already running")
+        agent.starts += 1
+        agent.runtime = self._runtime(agent)
+        agent.state = NodeState("running")
+        self._agent_event(agent, "started", {})
+        agent.task = asyncio.ensure_future(self._run_agent(agent, agent.runtime))
+
+    async def _run_agent(self, agent: _AgentNode, runtime: AgentRuntime) -> None:
+        try:
+            stop = await runtime.run()
+        except asyncio.CancelledError:
+            return
+        finally:
+            await runtime.close()
+        if agent.runtime is runtime:
+            agent.state = NodeState("exited", int(stop.exit_code))
+            self._agent_event(agent, "exited", {"code": int(stop.exit_code)})
+
+    def _runtime(self, agent: _AgentNode) -> AgentRuntime:
+        spec = agent.spec
+        options = spec.options
+        root = str(self.agent_root(spec))
+        config = AgentConfig(
+            hub_url="sim://hub",
+            token=self.tokens[spec.user, "agent"],
+            root=root,
+            session_id=spec.session,
+            machine_id=spec.machine,
+            enable_shell=spec.shell,
+            local_limits=Limits(max_concurrent=int(options.get("max_concurrent", 4))),
+            protocol_version=str(options.get("protocol_version", "1.1")),
+            defects=frozenset(options.get("defects") or ()),
+        )
+        # One generator per agent start, derived from the run's seed.
+        rng = random.Random(f"{self.seed}/{spec.name}/{agent.starts}")
+        return AgentRuntime(
+            config,
+            connector=self.network.connector(spec.name),
+            clock=self.clock,
+            rng=rng,
+            new_id=lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            operations=DataOperations(
+                root=root, clock=self.clock, agent_env={}, offload=False, shell=run_sim_command
+            ),
+            audit=NullAuditSink(),
+            events=lambda event, **fields: self._agent_event(agent, event, fields),
+        )
+
+    async def stop(self, node: str) -> None:
+        if node == "hub":
+            if self.hub is not None and self.hub_state.status == "running":
+                await self.hub.shutdown()
+                self.hub_state = NodeState("exited", 0)
+                self.recorder.event("hub", "exited", {"code": 0})
+            return
+        agent = self.agents[node]
+        if agent.runtime is not None and agent.state.status in ("running", "paused"):
+            self.network.set_paused(node, False)
+            await agent.runtime.shutdown()
+            if agent.task is not None:
+                await asyncio.gather(agent.task, return_exceptions=True)
+
+    async def kill(self, node: str) -> None:
+        if node == "hub":
+            if self.hub is not None and self.hub_state.status in ("running", "paused"):
+                self.hub.crash()
+                self._unfreeze_hub()
+                self.hub_state = NodeState("exited", -9)
+                self.recorder.event("hub", "killed")
+            return
+        agent = self.agents[node]
+        if agent.task is None or agent.state.status not in ("running", "paused"):
+            return
+        runtime, agent.runtime = agent.runtime, None
+        agent.task.cancel()
+        await asyncio.gather(agent.task, return_exceptions=True)
+        self.network.reset(node)
+        self.network.set_paused(node, False)
+        agent.state = NodeState("exited", -9)
+        self._agent_event(agent, "killed", {})
+        del runtime
+
+    async def pause(self, node: str) -> None:
+        if node == "hub":
+            for name in self.network.links:
+                self.network.set_held(name, "both", True)
+            self.hub_state = NodeState("paused")
+            self.recorder.event("hub", "paused")
+            return
+        agent = self.agents[node]
+        self.network.set_paused(node, True)
+        agent.state = NodeState("paused")
+        self._agent_event(agent, "paused", {})
+
+    async def resume(self, node: str) -> None:
+        if node == "hub":
+            self._unfreeze_hub()
+            self.hub_state = NodeState("running")
+            self.recorder.event("hub", "resumed")
+            return
+        agent = self.agents[node]
+        self.network.set_paused(node, False)
+        if agent.state.status == "paused":
+            agent.state = NodeState("running")
+        self._agent_event(agent, "resumed", {})
+
+    def _unfreeze_hub(self) -> None:
+        for name in self.network.links:
+            self.network.set_held(name, "both", False)
+
+    def state(self, node: str) -> NodeState:
+        if node == "hub":
+            return self.hub_state
+        return self.agents[node].state
+
+    # --- network ---------------------------------------------------------------------
+
+    async def partition(self, agent: str, direction: str = "both") -> None:
+        self.network.set_held(agent, _direction(direction), True)
+
+    async def heal(self, agent: str | None = None) -> None:
+        for name in [agent] if agent else list(self.network.links):
+            self.network.set_held(name, "both", False)
+
+    async def fault(self, agent: str, kind: str, params: dict[str, Any]) -> None:
+        link = self.network.link(agent)
+        types = frozenset(_types(params))
+        direction = _direction(params.get("direction", "both"))
+        count = params.get("count")
+        if kind == "latency":
+            link.latency = float(params.get("latency_ms", 0)) / 1000
+            link.jitter = float(params.get("jitter_ms", 0)) / 1000
+        elif kind == "bandwidth":
+            link.bandwidth = float(params.get("rate_kbps", 1)) * 1024
+        elif kind == "reset":
+            self.network.reset(agent)
+        elif kind == "blackhole":
+            link.blackhole = True
+        elif kind == "slicer":
+            link.latency += float(params.get("delay_ms", 1)) / 1000
+        elif kind == "limit_data":
+            link.limit_bytes = int(params.get("bytes", 0))
+            link.bytes_sent = 0
+        elif kind in ("drop", "delay", "duplicate", "reorder"):
+            delay = float(params.get("delay_ms", 0)) / 1000
+            link.rules.append(Rule(kind, types, direction, delay, count))
+        elif kind == "swallow_pongs":
+            link.rules.append(Rule("drop", frozenset({"PONG"}), "up", count=count))
+        elif kind == "inject_close":
+            await self._inject_close(agent, params)
+        else:
+            raise BackendError(f"unknown fault kind {kind!r}")
+        link.notify()
+
+    async def _inject_close(self, agent: str, params: dict[str, Any]) -> None:
+        code, reason = int(params.get("code", 1000)), str(params.get("reason", ""))
+        toward = params.get("toward", "agent")
+        for end in list(self.network.link(agent).endpoints):
+            target_side = "node" if toward == "agent" else "hub"
+            if end.side != target_side:
+                continue
+            # The target sees a close frame from "its peer"; nothing else crosses.
+            from tetherbed.simulator.sim.network import _Closed
+
+            end.deliver(_Closed(code, reason))
+            if end.peer is not None:
+                self.network.abort(end.peer)
+
+    async def clear(self, agent: str | None = None) -> None:
+        for name in [agent] if agent else list(self.network.links):
+            self.network.clear_faults(name)
+
+    # --- clients ---------------------------------------------------------------------
+
+    async def open_client(self, client: ClientSpec) -> MessageTransport:
+        token = self.tokens.get((client.user, "client"))
+        if token is None:
+            token = self.tokens[client.user, "client"] = self.store.create_token(
+                client.user, "client"
+            )
+        connect = self.network.connector(f"client:{client.name}")
+        return await connect(
+            f"sim://hub/v1/sessions/{client.session}/client",
+            {"Authorization": f"Bearer {token}"},
+        )
+
+    async def revoke(self, session: str, user: str) -> None:
+        if self.hub is None:
+            raise BackendError("the hub is not running")
+        self.hub.revoke(session)
+
+    # --- history -----------------------------------------------------------------------
+
+    def _hub_event(self, event: str, **fields: Any) -> None:
+        session = fields.pop("session", None)
+        machine = fields.pop("machine", None)
+        self.recorder.event("hub", event, fields, session=session, machine=machine)
+
+    def _agent_event(self, agent: _AgentNode, event: str, fields: dict[str, Any]) -> None:
+        spec = agent.spec
+        self.recorder.event(
+            f"agent:{spec.name}", event, fields, session=spec.session, machine=spec.machine
+        )
+
+    def cleanup_files(self) -> None:
+        shutil.rmtree(self.workdir / "roots", ignore_errors=True)
+
+
+def _direction(direction: str) -> str:
+    """Scenario directions → the network's: to_hub = up, from_hub = down."""
+    return {"both": "both", "to_hub": "up", "from_hub": "down", "up": "up", "down": "down"}[
+        direction
+    ]
+
+
+def _types(params: dict[str, Any]) -> list[str]:
+    types = params.get("types") or params.get("type") or []
+    return [types] if isinstance(types, str) else list(types)

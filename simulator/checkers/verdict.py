@@ -1,0 +1,103 @@
+"""What a checker returns, and the collector that builds it.
+
+A verdict names the records that broke the property, so that a person (or the
+timeline) can jump straight to them; the summary says in one line what went
+wrong. Evidence is capped so that a badly broken 10k-record run still yields a
+report one can open, while the summary keeps the full count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tetherbed.simulator.checkers._records import record_dict
+from tetherbed.simulator.history import Record
+
+#: Violations whose records are kept as evidence; the rest are only counted.
+EVIDENCE_LIMIT = 50
+#: Violations quoted in the one-line summary.
+SUMMARY_LIMIT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One checker's judgement of one history.
+
+    `evidence` holds one dict per offending record: the record as stored
+    (index, time, process, type, f, value, session, machine, req) plus `why`
+    (the violation, in words), `violation` (its number within this verdict,
+    so records of one violation can be grouped) and `role` (what this record
+    is in the violation).
+    """
+
+    name: str
+    ok: bool
+    summary: str
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "ok": self.ok,
+            "summary": self.summary,
+            "evidence": list(self.evidence),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        return cls(
+            name=str(data.get("name", "")),
+            ok=bool(data.get("ok", False)),
+            summary=str(data.get("summary", "")),
+            evidence=list(data.get("evidence") or []),
+        )
+
+    def evidence_indexes(self) -> list[int]:
+        """The history indexes this verdict blames, sorted and unique."""
+        found = {e["index"] for e in self.evidence if isinstance(e.get("index"), int)}
+        return sorted(found)
+
+
+#: A pure function of the history, `check(history, **options) -> Verdict`;
+#: each checker declares its options as keyword-only parameters.
+Checker = Callable[..., Verdict]
+
+
+class Findings:
+    """Collects violations for one checker and turns them into a Verdict."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.count = 0
+        self._evidence: list[dict[str, Any]] = []
+        self._headlines: list[str] = []
+
+    def add(self, why: str, *records: tuple[Record | None, str]) -> None:
+        """One violation: its explanation and the records, each with its role."""
+        number = self.count
+        self.count += 1
+        if len(self._headlines) < SUMMARY_LIMIT:
+            self._headlines.append(why)
+        if number >= EVIDENCE_LIMIT:
+            return
+        seen: set[int] = set()
+        for record, role in records:
+            if record is None or id(record) in seen:
+                continue
+            seen.add(id(record))
+            entry = record_dict(record)
+            entry.update(why=why, violation=number, role=role)
+            self._evidence.append(entry)
+
+    def verdict(self, ok_summary: str) -> Verdict:
+        if not self.count:
+            return Verdict(self.name, True, ok_summary, [])
+        noun = "violation" if self.count == 1 else "violations"
+        summary = f"{self.count} {noun}: " + "; ".join(self._headlines)
+        if self.count > SUMMARY_LIMIT:
+            summary += f"; and {self.count - SUMMARY_LIMIT} more"
+        if self.count > EVIDENCE_LIMIT:
+            summary += f" (evidence lists the first {EVIDENCE_LIMIT})"
+        return Verdict(self.name, False, summary, self._evidence)

@@ -1,0 +1,126 @@
+"""JUnit XML, so CI systems show scenario runs as test cases.
+
+One <testsuite> per backend (a backend run: every scenario that ran on it),
+one <testcase> per scenario run (with its seed in the name when there is
+one). A failing checker becomes a <failure> whose message lists the failing
+checkers' summaries and whose text quotes their evidence; a runner error
+becomes an <error>. The replay command goes to <system-out>, where CI shows it
+next to the failure.
+
+Built with xml.etree so that escaping is always right; characters XML 1.0
+forbids (most C0 controls, which a command's output may hold) are replaced
+first, since etree would write them unescaped and break strict parsers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from itertools import groupby
+from pathlib import Path
+
+from tetherbed.simulator.checkers.verdict import Verdict
+from tetherbed.simulator.reports.results import RunResult, sort_key
+
+#: Evidence records quoted per failing checker; the rest are counted.
+EVIDENCE_LINES = 20
+_INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def clean(text: str) -> str:
+    """Text that XML 1.0 can carry: forbidden characters become U+FFFD."""
+    return _INVALID_XML.sub("\ufffd", text)
+
+
+def junit_xml(runs: Sequence[RunResult], name: str = "tetherbed") -> str:
+    ordered = sorted(runs, key=lambda r: (r.backend, *sort_key(r)))
+    root = ET.Element("testsuites", name=name)
+    totals = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
+    for backend, group in groupby(ordered, key=lambda r: r.backend):
+        suite_runs = list(group)
+        suite = _suite(root, name, backend, suite_runs)
+        totals["tests"] += len(suite_runs)
+        totals["failures"] += int(suite.get("failures", "0"))
+        totals["errors"] += int(suite.get("errors", "0"))
+        totals["time"] += sum(max(r.seconds, 0.0) for r in suite_runs)
+    root.set("tests", str(totals["tests"]))
+    root.set("failures", str(totals["failures"]))
+    root.set("errors", str(totals["errors"]))
+    root.set("time", f"{totals['time']:.3f}")
+    ET.indent(root)
+    body = ET.tostring(root, encoding="unicode")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
+
+
+def write_junit(path: Path | str, runs: Sequence[RunResult], name: str = "tetherbed") -> None:
+    Path(path).write_text(junit_xml(runs, name), encoding="utf-8")
+
+
+def _suite(root: ET.Element, name: str, backend: str, runs: list[RunResult]) -> ET.Element:
+    failures = sum(1 for r in runs if r.verdict == "fail")
+    errors = sum(1 for r in runs if r.verdict == "error")
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        name=clean(f"{name}.{backend}"),
+        tests=str(len(runs)),
+        failures=str(failures),
+        errors=str(errors),
+        skipped="0",
+        time=f"{sum(max(r.seconds, 0.0) for r in runs):.3f}",
+    )
+    properties = ET.SubElement(suite, "properties")
+    ET.SubElement(properties, "property", name="backend", value=clean(backend))
+    for run in runs:
+        _case(suite, name, run)
+    return suite
+
+
+def _case(suite: ET.Element, name: str, run: RunResult) -> None:
+    title = run.scenario if run.seed is None else f"{run.scenario}[seed={run.seed}]"
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        name=clean(title),
+        classname=clean(f"{name}.{run.backend}"),
+        file=clean(run.file),
+        time=f"{max(run.seconds, 0.0):.3f}",
+    )
+    if run.verdict == "error":
+        error = ET.SubElement(
+            case, "error", message=clean(_first_line(run.error or "runner error")), type="error"
+        )
+        error.text = clean(run.error or "runner error")
+    elif run.verdict == "fail":
+        failed = run.failed_checkers
+        message = "; ".join(f"{v.name}: {v.summary}" for v in failed) or "failed"
+        failure = ET.SubElement(
+            case, "failure", message=clean(_first_line(message)), type="CheckerFailure"
+        )
+        failure.text = clean("\n\n".join(_describe(v) for v in failed) or message)
+    lines = [f"replay: {run.replay}"] if run.replay else []
+    if run.history_path:
+        lines.append(f"history: {run.history_path}")
+    if lines:
+        ET.SubElement(case, "system-out").text = clean("\n".join(lines))
+
+
+def _describe(verdict: Verdict) -> str:
+    lines = [f"{verdict.name}: {verdict.summary}"]
+    for entry in verdict.evidence[:EVIDENCE_LINES]:
+        value = json.dumps(entry.get("value"), sort_keys=True, ensure_ascii=False)
+        lines.append(
+            f"  #{entry.get('index')} t={entry.get('time')} {entry.get('process')} "
+            f"{entry.get('type')} {entry.get('f')} {value} — {entry.get('role', '')}"
+        )
+    hidden = len(verdict.evidence) - EVIDENCE_LINES
+    if hidden > 0:
+        lines.append(f"  … {hidden} more evidence record(s) in results.json")
+    return "\n".join(lines)
+
+
+def _first_line(text: str, limit: int = 500) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else text
+    return line if len(line) <= limit else line[: limit - 1] + "…"

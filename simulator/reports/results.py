@@ -1,0 +1,113 @@
+"""results.json: every run's outcome, machine-readable, and how to replay it.
+
+One file per invocation of the runner. Runs are sorted by (scenario, backend,
+seed, file) and keys are sorted, so the same runs always give the same bytes
+whatever order parallel workers finished in; no wall-clock timestamps are
+written for the same reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tetherbed.simulator.checkers.verdict import Verdict
+
+RunVerdict = Literal["pass", "fail", "error"]
+FORMAT = "tetherbed-results/1"
+
+
+@dataclass(slots=True)
+class RunResult:
+    """One scenario run on one backend with one seed."""
+
+    scenario: str
+    file: str
+    backend: str
+    seed: int | None
+    verdict: RunVerdict
+    seconds: float
+    verdicts: list[Verdict] = field(default_factory=list)
+    #: Why the run could not be judged (the runner's error); None when it ran.
+    error: str | None = None
+    #: The exact shell command that replays this run.
+    replay: str = ""
+    history_path: str | None = None
+
+    @property
+    def failed_checkers(self) -> list[Verdict]:
+        return sorted((v for v in self.verdicts if not v.ok), key=lambda v: v.name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "file": self.file,
+            "backend": self.backend,
+            "seed": self.seed,
+            "verdict": self.verdict,
+            "seconds": round(float(self.seconds), 3),
+            "verdicts": [v.to_dict() for v in sorted(self.verdicts, key=lambda v: v.name)],
+            "error": self.error,
+            "replay": self.replay,
+            "history_path": self.history_path,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunResult:
+        return cls(
+            scenario=str(data["scenario"]),
+            file=str(data.get("file", "")),
+            backend=str(data.get("backend", "")),
+            seed=data.get("seed"),
+            verdict=data.get("verdict", "error"),
+            seconds=float(data.get("seconds", 0.0)),
+            verdicts=[Verdict.from_dict(v) for v in data.get("verdicts") or []],
+            error=data.get("error"),
+            replay=str(data.get("replay", "")),
+            history_path=data.get("history_path"),
+        )
+
+
+def overall_verdict(verdicts: Iterable[Verdict], error: str | None = None) -> RunVerdict:
+    """error when the run could not be judged, fail when any checker failed."""
+    if error is not None:
+        return "error"
+    return "pass" if all(v.ok for v in verdicts) else "fail"
+
+
+def sort_key(run: RunResult) -> tuple[str, str, int, str, str]:
+    """Stable order for every report: scenario, backend, seed, file."""
+    seed = run.seed if isinstance(run.seed, int) else -1
+    return (run.scenario, run.backend, seed, str(run.seed), run.file)
+
+
+def counts(runs: Sequence[RunResult]) -> dict[str, int]:
+    found = {"runs": len(runs), "pass": 0, "fail": 0, "error": 0}
+    for run in runs:
+        if run.verdict in found:
+            found[run.verdict] += 1
+    return found
+
+
+def results_document(runs: Sequence[RunResult]) -> dict[str, Any]:
+    ordered = sorted(runs, key=sort_key)
+    return {
+        "format": FORMAT,
+        "summary": counts(ordered),
+        "runs": [run.to_dict() for run in ordered],
+    }
+
+
+def write_results(path: Path | str, runs: Sequence[RunResult]) -> None:
+    text = json.dumps(
+        results_document(runs), indent=2, sort_keys=True, ensure_ascii=False, default=str
+    )
+    Path(path).write_text(text + "\n", encoding="utf-8")
+
+
+def read_results(path: Path | str) -> list[RunResult]:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return [RunResult.from_dict(run) for run in data.get("runs", [])]

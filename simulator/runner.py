@@ -1,0 +1,399 @@
+"""Runs one scenario on one backend: steps, then checkers, then reports.
+
+Steps run in order on the backend's clock. A failed `expect` or `assert`
+stops the steps (the state after it is not what the scenario assumed) but
+the run still drains outstanding requests, records the final files and runs
+every checker, so the history explains what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tetherbed.simulator.backends.base import Backend, BackendError
+from tetherbed.simulator.checkers import Verdict, run_checkers
+from tetherbed.simulator.client import ScenarioClient
+from tetherbed.simulator.history import History, Record
+from tetherbed.simulator.scenario import Scenario, Step
+
+#: Default `within` of an expect step, in backend seconds.
+DEFAULT_WITHIN = 30.0
+#: How long to wait at the end for answers still outstanding.
+DRAIN_SECONDS = 120.0
+
+
+class StepFailed(Exception):
+    """An expect or assert step whose condition did not hold."""
+
+
+@dataclass
+class RunOutcome:
+    scenario: Scenario
+    backend: str
+    seed: int
+    history: History
+    verdicts: list[Verdict]
+    error: str | None
+    step_failure: str | None
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.step_failure is None and all(v.ok for v in self.verdicts)
+
+
+BackendFactory = Callable[[Scenario, Path, int], Backend]
+
+
+def backend_factory(name: str) -> BackendFactory:
+    if name == "sim":
+        from tetherbed.simulator.backends.sim import SimBackend
+
+        return SimBackend
+    if name == "process":
+        from tetherbed.simulator.backends.process import ProcessBackend
+
+        return ProcessBackend
+    if name == "docker":
+        from tetherbed.simulator.backends.docker import DockerBackend
+
+        return DockerBackend
+    raise ValueError(f"unknown backend {name!r} (sim, process, docker)")
+
+
+def replay_command(scenario: Scenario, backend: str, seed: int) -> str:
+    path = str(scenario.path) if scenario.path else scenario.name
+    return shlex.join(["tetherbed", "run", path, "--backend", backend, "--seed", str(seed)])
+
+
+def run_scenario(scenario: Scenario, backend_name: str, seed: int, workdir: Path) -> RunOutcome:
+    backend = backend_factory(backend_name)(scenario, workdir, seed)
+    started = time.monotonic()
+    runner = _Runner(scenario, backend)
+    error: str | None = None
+    try:
+        backend.run(runner.main())
+    except Exception:
+        error = traceback.format_exc(limit=8)
+    # Events read back from process logs arrive late: order everything by time.
+    history = History.merged(backend.recorder.history)
+    verdicts = run_checkers(history, list(scenario.checkers), scenario.checker_options)
+    return RunOutcome(
+        scenario=scenario,
+        backend=backend_name,
+        seed=seed,
+        history=history,
+        verdicts=verdicts,
+        error=error or runner.error,
+        step_failure=runner.step_failure,
+        seconds=time.monotonic() - started,
+    )
+
+
+class _Runner:
+    def __init__(self, scenario: Scenario, backend: Backend) -> None:
+        self.scenario = scenario
+        self.backend = backend
+        self.recorder = backend.recorder
+        self.clients: dict[str, ScenarioClient] = {}
+        self.step_failure: str | None = None
+        self.error: str | None = None
+        self._step_started: dict[int, int] = {}
+
+    async def main(self) -> None:
+        try:
+            await self.backend.setup()
+            for name, spec in self.scenario.topology.clients.items():
+                self.clients[name] = ScenarioClient(
+                    spec, lambda spec=spec: self.backend.open_client(spec), self.recorder
+                )
+            try:
+                await asyncio.wait_for(self._steps(), self.scenario.timeout)
+            except TimeoutError:
+                self.error = f"the scenario ran past its timeout of {self.scenario.timeout} s"
+            await self._drain()
+            self._record_final_files()
+        finally:
+            for client in self.clients.values():
+                await client.close()
+            await self.backend.teardown()
+
+    async def _steps(self) -> None:
+        for step in self.scenario.steps:
+            self._step_started[step.index] = len(self.recorder.history)
+            self.recorder.event(
+                "runner",
+                "step",
+                {"index": step.index, "name": step.kind, "detail": _text(step.args)},
+            )
+            try:
+                await self._step(step)
+            except StepFailed as failed:
+                self.step_failure = f"step {step.index} ({step.describe()}): {failed}"
+                kind = "assert_failed" if step.kind == "assert" else "expect_failed"
+                self.recorder.event("runner", kind, {"index": step.index, "why": str(failed)})
+                return
+            except BackendError as exc:
+                self.error = f"step {step.index} ({step.describe()}): {exc}"
+                return
+
+    async def _step(self, step: Step) -> None:
+        backend, args = self.backend, step.args
+        kind = step.kind
+        if kind == "start":
+            await backend.start(args)
+        elif kind == "stop":
+            await backend.stop(args)
+        elif kind == "kill":
+            await backend.kill(args)
+        elif kind == "restart":
+            await backend.restart(args)
+        elif kind == "pause":
+            await backend.pause(args)
+        elif kind == "resume":
+            await backend.resume(args)
+        elif kind == "partition":
+            direction = args.get("direction", "both")
+            self._fault_event("fault_start", "partition", args["agent"], {"direction": direction})
+            await backend.partition(args["agent"], direction)
+        elif kind == "heal":
+            agent = None if args == "all" else args["agent"]
+            await backend.heal(agent)
+            self._fault_event("fault_stop", "partition", agent or "all", {})
+        elif kind == "fault":
+            params = {k: v for k, v in args.items() if k not in ("agent", "kind")}
+            self._fault_event("fault_start", args["kind"], args["agent"], params)
+            await backend.fault(args["agent"], args["kind"], params)
+        elif kind == "clear":
+            agent = None if args == "all" else args["agent"]
+            await backend.clear(agent)
+            self._fault_event("fault_stop", "faults", agent or "all", {})
+        elif kind == "send":
+            client = self.clients[args["client"]]
+            await client.send(str(args["id"]), args["type"], dict(args.get("payload") or {}))
+        elif kind == "expect":
+            await self._expect(step)
+        elif kind == "wait":
+            await asyncio.sleep(float(args))
+        elif kind == "assert":
+            self._assert(step)
+        elif kind == "revoke":
+            users = {c.user for c in self.scenario.topology.clients.values() if c.session == args}
+            await backend.revoke(args, next(iter(users), "alice"))
+        elif kind == "note":
+            self.recorder.event("runner", "note", {"text": _text(args)})
+
+    def _fault_event(self, name: str, kind: str, target: str, params: dict[str, Any]) -> None:
+        self.recorder.event("fault", name, {"kind": kind, "target": target, **params})
+
+    # --- expect --------------------------------------------------------------------
+
+    async def _expect(self, step: Step) -> None:
+        args = dict(step.args)
+        within = float(args.pop("within", DEFAULT_WITHIN))
+        since = self._step_started[step.index]
+        if "client" in args:
+            predicate = self._client_predicate(args)
+        elif "event" in args:
+            predicate = self._event_predicate(args, since)
+        else:
+            await self._expect_agent(args, within, since)
+            return
+        try:
+            record = await self.recorder.wait_for(predicate, within)
+        except TimeoutError:
+            raise StepFailed(f"nothing matched within {within} s") from None
+        self._check_completion(args, record)
+
+    def _client_predicate(self, args: dict[str, Any]) -> Callable[[Record], bool]:
+        process = f"client:{args['client']}"
+        request_id = str(args["id"])
+        return lambda r: r.process == process and r.req == request_id and r.type != "invoke"
+
+    def _check_completion(self, args: dict[str, Any], record: Record) -> None:
+        if "client" not in args:
+            return
+        value = record.value or {}
+        wanted_outcome = args.get("outcome")
+        if wanted_outcome and record.type != wanted_outcome:
+            raise StepFailed(f"outcome {record.type} ({_text(value)}), expected {wanted_outcome}")
+        if "type" in args and value.get("type") != args["type"]:
+            raise StepFailed(
+                f"answer {value.get('type')} ({_text(value)}), expected {args['type']}"
+            )
+        if "code" in args and value.get("code") != args["code"]:
+            raise StepFailed(f"code {value.get('code')}, expected {args['code']}")
+        for key, expected in (args.get("value") or {}).items():
+            if value.get(key) != expected:
+                raise StepFailed(f"{key} = {value.get(key)!r}, expected {expected!r}")
+
+    def _event_predicate(self, args: dict[str, Any], since: int) -> Callable[[Record], bool]:
+        name = args["event"]
+        process = args.get("process")
+        session, machine = args.get("session"), args.get("machine")
+        fields = args.get("value") or {}
+        start = 0 if args.get("since") == "start" else since
+
+        def matches(r: Record) -> bool:
+            return (
+                r.index >= start
+                and r.type == "event"
+                and r.f == name
+                and (process is None or r.process == process)
+                and (session is None or r.session == session)
+                and (machine is None or r.machine == machine)
+                and all((r.value or {}).get(k) == v for k, v in fields.items())
+            )
+
+        return matches
+
+    async def _expect_agent(self, args: dict[str, Any], within: float, since: int) -> None:
+        agent = args["agent"]
+        process = f"agent:{agent}"
+        state = args.get("state")
+        exit_code = args.get("exit_code")
+        deadline = self.backend.now() + within
+        while True:
+            current = self.backend.state(agent)
+            connected = self._connected(process)
+            if state == "connected" and connected:
+                return
+            if state == "disconnected" and not connected:
+                return
+            if state in ("running", "paused") and current.status == state:
+                return
+            if (state == "exited" or exit_code is not None) and current.status == "exited":
+                if exit_code is None or current.exit_code == exit_code:
+                    return
+                raise StepFailed(f"{agent} exited with {current.exit_code}, expected {exit_code}")
+            remaining = deadline - self.backend.now()
+            if remaining <= 0:
+                raise StepFailed(
+                    f"{agent} is {current.status} (exit {current.exit_code}, "
+                    f"connected={connected}), expected {state or f'exit {exit_code}'}"
+                )
+            with contextlib.suppress(TimeoutError):
+                await self.recorder.next_record(min(remaining, 1.0), lambda r: r.process == process)
+
+    def _connected(self, process: str) -> bool:
+        connected = False
+        for record in self.recorder.history.records:
+            if record.process == process and record.type == "event":
+                if record.f == "connected":
+                    connected = True
+                elif record.f in ("lost", "killed", "exited", "stop"):
+                    connected = False
+        return connected
+
+    # --- assert --------------------------------------------------------------------
+
+    def _assert(self, step: Step) -> None:
+        args = step.args
+        if "count" in args:
+            spec = args["count"]
+            since = self._step_started.get(int(spec.get("since_step", 0)), 0)
+            records = [
+                r
+                for r in self.recorder.history.records[since:]
+                if r.type == "event"
+                and r.f == spec["event"]
+                and (spec.get("process") is None or r.process == spec["process"])
+                and all((r.value or {}).get(k) == v for k, v in (spec.get("value") or {}).items())
+            ]
+            count = len(records)
+            for bound, ok in (
+                ("equals", lambda n, b: n == b),
+                ("at_most", lambda n, b: n <= b),
+                ("at_least", lambda n, b: n >= b),
+            ):
+                if bound in args and not ok(count, args[bound]):
+                    raise StepFailed(
+                        f"{count} {spec['event']} events, expected {bound} {args[bound]}"
+                    )
+        if "file" in args:
+            spec = args["file"]
+            agent = self.scenario.topology.agents[spec["agent"]]
+            path = self.backend.agent_root(agent) / spec["path"]
+            if "content" in spec:
+                actual = path.read_text(encoding="utf-8") if path.exists() else None
+                if actual != spec["content"]:
+                    raise StepFailed(
+                        f"{spec['path']} holds {actual!r}, expected {spec['content']!r}"
+                    )
+            if "exists" in spec and path.exists() != spec["exists"]:
+                raise StepFailed(
+                    f"{spec['path']} exists={path.exists()}, expected {spec['exists']}"
+                )
+        if "agent" in args:
+            current = self.backend.state(args["agent"])
+            if "status" in args and current.status != args["status"]:
+                raise StepFailed(f"{args['agent']} is {current.status}, expected {args['status']}")
+            if "exit_code" in args and current.exit_code != args["exit_code"]:
+                raise StepFailed(
+                    f"{args['agent']} exit {current.exit_code}, expected {args['exit_code']}"
+                )
+
+    # --- the end of a run -----------------------------------------------------------
+
+    async def _drain(self) -> None:
+        """Give outstanding requests time to be answered (the hub always answers)."""
+        deadline = self.backend.now() + DRAIN_SECONDS
+        while any(c.outstanding for c in self.clients.values()):
+            if self.backend.now() >= deadline:
+                return
+            with contextlib.suppress(TimeoutError):
+                await self.recorder.next_record(
+                    min(deadline - self.backend.now(), 5.0), lambda r: r.type != "event"
+                )
+
+    def _record_final_files(self) -> None:
+        """What each session's files hold now, on the machine that served it last."""
+        written: dict[str, set[str]] = {}
+        for record in self.recorder.history.records:
+            if record.type == "invoke" and record.f == "FILE_WRITE" and record.session:
+                path = (record.value or {}).get("payload", {}).get("path")
+                if isinstance(path, str):
+                    written.setdefault(record.session, set()).add(path)
+        for session, paths in sorted(written.items()):
+            agent = self._last_agent_of(session)
+            if agent is None:
+                continue
+            root = self.backend.agent_root(agent)
+            for path in sorted(paths):
+                target = root / path.lstrip("/")
+                exists = target.is_file()
+                content = target.read_text(encoding="utf-8", errors="replace") if exists else None
+                self.recorder.event(
+                    "runner",
+                    "final_file",
+                    {"path": path, "exists": exists, "content": content, "agent": agent.name},
+                    session=session,
+                )
+
+    def _last_agent_of(self, session: str) -> Any:
+        agents = {a.name: a for a in self.scenario.topology.agents.values() if a.session == session}
+        last = None
+        for record in self.recorder.history.records:
+            if record.f == "connected" and record.process.startswith("agent:"):
+                name = record.process.split(":", 1)[1]
+                if name in agents:
+                    last = agents[name]
+        return last or next(iter(agents.values()), None)
+
+
+def _text(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def main_executable() -> str:
+    return sys.executable

@@ -1,0 +1,1 @@
+"""The sim backend: hub and agents in one virtual-time event loop."""
