@@ -185,9 +185,15 @@ def ensure_base(tag: str) -> bool:
             log("installing debootstrap (apt-get)")
             env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
             run(["apt-get", "update", "-qq"], env=env)
-            run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "debootstrap"], env=env)
+            run(
+                ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "debootstrap"],
+                env=env,
+            )
         log(f"building the root filesystem for {tag} (debootstrap, about 2 minutes)")
-        run([str(BASE_DIR / "mkrootfs.sh"), str(tarball), str(cache)], log_file=BUILD / "logs/base.log")
+        run(
+            [str(BASE_DIR / "mkrootfs.sh"), str(tarball), str(cache)],
+            log_file=BUILD / "logs/base.log",
+        )
         # Only the current root filesystem is worth its 700 MB.
         for old in cache.glob("rootfs-*.tar"):
             if old != tarball:
@@ -285,12 +291,16 @@ def build_dependency_wheels(directory: Path, requirements: list[str]) -> None:
         requirements_file = staging / "requirements.in"
         requirements_file.write_text("\n".join(requirements) + "\n")
         run(
-            [sys.executable, "-m", "pip", "wheel", "--wheel-dir", str(staging)]
-            + ["--requirement", str(requirements_file), "--disable-pip-version-check"],
+            [
+                *(sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check"),
+                *("--wheel-dir", str(staging), "--requirement", str(requirements_file)),
+            ],
             log_file=BUILD / "logs/wheels.log",
         )
         wheels = sorted(p.name for p in staging.glob("*.whl"))
-        sdists = [p.name for p in staging.iterdir() if p.suffix != ".whl" and p.name != "requirements.in"]
+        sdists = [
+            p.name for p in staging.iterdir() if p.suffix != ".whl" and p.name != "requirements.in"
+        ]
         if sdists:
             raise BuildError(f"pip left non-wheel files, cannot install offline: {sdists}")
         for name in wheels:
@@ -336,9 +346,11 @@ def resolve_offline(wheel_dir: Path, requirements: list[str]) -> dict[str, list[
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "report.json"
         run(
-            [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed"]
-            + ["--no-index", "--find-links", str(wheel_dir), "--report", str(report)]
-            + ["--quiet", "--disable-pip-version-check", *requirements]
+            [
+                *(sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed"),
+                *("--no-index", "--find-links", str(wheel_dir), "--report", str(report)),
+                *("--quiet", "--disable-pip-version-check", *requirements),
+            ]
         )
         items = json.loads(report.read_text())["install"]
     files, pins = [], []
@@ -384,8 +396,10 @@ def ensure_project_wheel() -> Path:
             shutil.copy2(path, target)
         out = Path(scratch) / "out"
         run(
-            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(out)]
-            + ["--disable-pip-version-check", str(source)],
+            [
+                *(sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check"),
+                *("--no-deps", "--wheel-dir", str(out), str(source)),
+            ],
             log_file=BUILD / "logs/project-wheel.log",
         )
         wheels = list(out.glob("tetherbed-*.whl"))
@@ -444,8 +458,10 @@ def build_image(name: str, tag: str, base: str, wheels: WheelSet, project_wheel:
     started = time.monotonic()
     try:
         run(
-            ["docker", "build", "--build-arg", f"BASE={base}", "--tag", tag]
-            + ["--label", f"org.tetherbed.content-hash={tag.partition(':')[2]}", str(context)],
+            [
+                *("docker", "build", "--build-arg", f"BASE={base}", "--tag", tag),
+                *("--label", f"org.tetherbed.content-hash={tag.partition(':')[2]}", str(context)),
+            ],
             log_file=BUILD / f"logs/{name}.log",
         )
     finally:
@@ -495,7 +511,7 @@ def build_all(*, prune_old: bool) -> None:
     if prune_old:
         prune(set(tags.values()))
     elapsed = time.monotonic() - started
-    for name, tag in tags.items():
+    for tag in tags.values():
         print(f"{tag}  {image_size_mb(tag):.0f} MB")
     if not built:
         what = "warm: nothing to build"

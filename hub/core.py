@@ -104,7 +104,9 @@ class HubCore:
         self.sessions: dict[str, Target] = {}
         #: The presence registry: (user, machine_id) → control connection target.
         self.machines: dict[tuple[str, str], Target] = {}
-        self.agents: set[AgentLink] = set()
+        #: Live agent connections, in connection order (a dict, so that every
+        #: walk over them — shutdown, metrics — is deterministic).
+        self.agents: dict[AgentLink, None] = {}
         self._observe = observer or _noop
         self._authority = authority
         self._on_grant = on_grant
@@ -123,7 +125,7 @@ class HubCore:
         link.connected_at = self.clock.monotonic()
         link.hello_deadline = link.connected_at + self.config.hello_timeout
         self.timers.arm(link)
-        self.agents.add(link)
+        self.agents[link] = None
         self._observe("connect", conn=link.connection_id, session=session_id, user=user)
         return link
 
@@ -142,7 +144,7 @@ class HubCore:
         target = link.target
         was_owner = target is not None and target.owner is link
         link.state = AgentState.CLOSED
-        self.agents.discard(link)
+        self.agents.pop(link, None)
         self._observe(
             "disconnect",
             conn=link.connection_id,

@@ -68,14 +68,16 @@ class Recorder:
                 return record
         return None
 
-    async def next_record(self, timeout: float, predicate: Predicate | None = None) -> Record:
+    async def next_record(
+        self, timeout: float, predicate: Predicate | None = None
+    ) -> Record:
         """The next record appended from now on (matching `predicate`, if given)."""
         start = len(self.history.records)
         return await self.wait_for(
             lambda r: r.index >= start and (predicate is None or predicate(r)), timeout
         )
 
-    async def wait_for(self, predicate: Predicate, timeout: float) -> Record:  # noqa: ASYNC109
+    async def wait_for(self, predicate: Predicate, timeout: float) -> Record:
         """The first record (already there or still to come) matching `predicate`."""
         found = self.find(predicate)
         if found is not None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import shlex
-import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -86,7 +86,7 @@ def run_scenario(scenario: Scenario, backend_name: str, seed: int, workdir: Path
         error = traceback.format_exc(limit=8)
     # Events read back from process logs arrive late: order everything by time.
     history = History.merged(backend.recorder.history)
-    verdicts = run_checkers(history, list(scenario.checkers), scenario.checker_options)
+    verdicts = run_checkers(history, list(scenario.checkers), checker_options(scenario))
     return RunOutcome(
         scenario=scenario,
         backend=backend_name,
@@ -97,6 +97,24 @@ def run_scenario(scenario: Scenario, backend_name: str, seed: int, workdir: Path
         step_failure=runner.step_failure,
         seconds=time.monotonic() - started,
     )
+
+
+def checker_options(scenario: Scenario) -> dict[str, dict[str, Any]]:
+    """The scenario's own checker options, plus what the topology implies for
+    the file checkers: each session's initial files, and which sessions share a
+    disk (agents of one machine share its folder)."""
+    options = {name: dict(values) for name, values in scenario.checker_options.items()}
+    initial: dict[str, dict[str, str]] = {}
+    disks: dict[str, str] = {}
+    for agent in scenario.topology.agents.values():
+        files = agent.options.get("files") or {}
+        initial.setdefault(agent.session, {}).update({p: str(c) for p, c in files.items()})
+        disks.setdefault(agent.session, agent.root)
+    for name in ("no_crossed_answers", "file_contents"):
+        if name in scenario.checkers:
+            options.setdefault(name, {}).setdefault("initial_files", initial)
+            options[name].setdefault("file_systems", disks)
+    return options
 
 
 class _Runner:
@@ -370,12 +388,17 @@ class _Runner:
             root = self.backend.agent_root(agent)
             for path in sorted(paths):
                 target = root / path.lstrip("/")
-                exists = target.is_file()
-                content = target.read_text(encoding="utf-8", errors="replace") if exists else None
+                data = target.read_bytes() if target.is_file() else None
                 self.recorder.event(
                     "runner",
                     "final_file",
-                    {"path": path, "exists": exists, "content": content, "agent": agent.name},
+                    {
+                        "path": path,
+                        "exists": data is not None,
+                        "content": data.decode("utf-8", "replace") if data is not None else None,
+                        "digest": hashlib.sha256(data).hexdigest()[:16] if data is not None else None,
+                        "agent": agent.name,
+                    },
                     session=session,
                 )
 
@@ -394,6 +417,3 @@ def _text(value: Any) -> str:
     text = str(value)
     return text if len(text) <= 200 else text[:197] + "..."
 
-
-def main_executable() -> str:
-    return sys.executable

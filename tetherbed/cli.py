@@ -116,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--key-file", default=None)
 
     commands.add_parser("demo", help="start a hub and an agent, and tour them with the client")
+    commands.add_parser("run", help="run scenarios on a backend and check them", add_help=False)
+    commands.add_parser(
+        "native",
+        help="the native automation adapter (crossdesk-automation/1 over stdio)",
+        add_help=False,
+    )
     commands.add_parser(
         "proxy",
         help="the fault proxy (Toxiproxy-compatible HTTP API plus WebSocket-aware faults)",
@@ -166,6 +172,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tetherbed.simulator.proxy.cli import main as proxy_main
 
         return proxy_main(argv[1:])
+    if argv[:1] == ["run"]:
+        from tetherbed.simulator.cli import main as run_main
+
+        return run_main(argv[1:])
+    if argv[:2] == ["native", "device"]:
+        from tetherbed.agent.native.devices import main_device
+
+        return main_device(argv[2:])
+    if argv[:1] == ["native"]:
+        from tetherbed.agent.native.main import main as native_main
+
+        return native_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level,

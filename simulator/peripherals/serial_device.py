@@ -15,20 +15,27 @@ ASCII/UTF-8 text, one command per line. A command line ends with LF, CRLF or
 a lone CR (what terminal programs send on Enter). The command word is
 case-insensitive; arguments keep their case. Every non-empty line gets
 exactly one reply line, always ended with CRLF (as Arduino's `println`); an
-empty line gets none. The device never speaks unprompted, so a client that
-flushes its input on open (`tcflush(TCIFLUSH)`) and then alternates
-write/read can never read a stale answer.
+empty line gets none. The device never speaks unprompted, so replies pair up
+with commands for a client that flushes its input on open (`tcflush(TCIFLUSH)`:
+a reply an earlier client left unread stays queued on the port) and then
+alternates write and read.
 
-| command               | reply                                   | notes |
-|-----------------------|-----------------------------------------|-------|
-| `PING`                | `PONG`                                  | liveness |
-| `ID?`                 | `tetherbed,sim-arduino,<serial>,<fw>`   | identity (vendor, model, serial number, firmware) |
-| `ECHO <text>`         | `<text>`                                | the rest of the line after one space, verbatim (may be empty) |
-| `READ <sensor>`       | `<sensor>=<value>`                      | sensors below; names are case-insensitive, replies lowercase |
-| `SET <key> <value>`   | `OK`                                    | a setting, or a sensor pinned to a number (`auto` unpins it) |
-| `GET <key>`           | `<key>=<value>`                         | a setting |
-| `RESET`               | `OK`                                    | settings and pinned sensors back to defaults; uptime restarts |
-| `HELP`                | `OK <command> <command> ...`            | the command words |
+| command             | reply                                 |
+|---------------------|---------------------------------------|
+| `PING`              | `PONG`                                |
+| `ID?`               | `tetherbed,sim-arduino,<serial>,<fw>` |
+| `ECHO <text>`       | `<text>`                              |
+| `READ <sensor>`     | `<sensor>=<value>`                    |
+| `SET <key> <value>` | `OK`                                  |
+| `GET <key>`         | `<key>=<value>`                       |
+| `RESET`             | `OK`                                  |
+| `HELP`              | `OK <command> <command> ...`          |
+
+`ID?` names vendor, model, serial number and firmware version. `ECHO` answers
+the rest of the line after one space, verbatim (it may be empty). `READ`
+takes sensor names in any case and answers them in lowercase. `SET` changes a
+setting, or pins a sensor to a number (`auto` unpins it). `RESET` puts
+settings and pinned sensors back to their defaults and restarts `uptime`.
 
 Sensors (`READ`): `temp` (°C, 2 decimals), `humidity` (%, 1 decimal), `uptime`
 (ms since start or RESET, like `millis()`), `a0` ... `a5` (analog pins,

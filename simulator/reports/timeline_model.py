@@ -6,9 +6,9 @@ seconds and history indexes; nothing depends on dict or set iteration order.
 
 Readability at scale: per lane, routine shapes (successful operations, exec
 ticks, connections and backoffs, minor hub events) beyond BULK_LIMIT are
-folded into a density strip,
-while anything unusual — failures, unknown outcomes, missing answers,
-takeovers, faults and every record a checker blamed — is always drawn alone.
+folded into a density strip, while anything unusual — failures, unknown
+outcomes, missing answers, takeovers, faults and every record a checker
+blamed — is always drawn alone.
 """
 
 from __future__ import annotations

@@ -42,7 +42,9 @@ class SimHub:
             on_grant=store.save_grant,
         )
         self._timer = CoreTimer(self.core, self._apply)
-        self._ends: set[SimEndpoint] = set()
+        # Dicts, not sets: iteration order must not depend on object addresses,
+        # or the same seed would not give the same history.
+        self._ends: dict[SimEndpoint, None] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def start(self) -> None:
@@ -90,7 +92,7 @@ class SimHub:
     async def _serve(self, end: SimEndpoint, path: str, headers: Mapping[str, str]) -> None:
         token = bearer_token(headers.get("Authorization"))
         kind, name = _route(path)
-        self._ends.add(end)
+        self._ends[end] = None
         try:
             if kind == "agent":
                 user = admit_agent(self.store, token, name or None)
@@ -115,7 +117,7 @@ class SimHub:
                 finally:
                     await self._apply(self.core.client_closed(client))
         finally:
-            self._ends.discard(end)
+            self._ends.pop(end, None)
 
     async def _pump(
         self, end: SimEndpoint, handle: Callable[[bytes], list[HubAction]]

@@ -76,9 +76,11 @@ class Link:
     limit_bytes: int | None = None
     bytes_sent: int = 0
     bandwidth: float | None = None  # bytes per second
-    endpoints: set[SimEndpoint] = field(default_factory=set)
+    # Ordered (dicts used as sets): iteration order must never depend on
+    # object addresses, or a seed would not fix the history.
+    endpoints: dict[SimEndpoint, None] = field(default_factory=dict)
     #: Every pipe that may still hold messages (a closed end's pipe may).
-    pipes: set[_Pipe] = field(default_factory=set)
+    pipes: dict[_Pipe, None] = field(default_factory=dict)
     #: Set whenever the link's gates open (heal, resume); waiters re-check.
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -283,8 +285,8 @@ class SimNetwork:
             node_end.peer, hub_end.peer = hub_end, node_end
             node_end.out = _Pipe(self, link, "up", hub_end)
             hub_end.out = _Pipe(self, link, "down", node_end)
-            link.endpoints.update((node_end, hub_end))
-            link.pipes.update((node_end.out, hub_end.out))
+            link.endpoints.update(dict.fromkeys((node_end, hub_end)))
+            link.pipes.update(dict.fromkeys((node_end.out, hub_end.out)))
             serve = self._serve
             task = asyncio.ensure_future(serve(hub_end, "/" + path, headers))
             self._serving.add(task)
@@ -296,7 +298,7 @@ class SimNetwork:
     # --- faults ----------------------------------------------------------------
 
     def forget(self, endpoint: SimEndpoint) -> None:
-        endpoint.link.endpoints.discard(endpoint)
+        endpoint.link.endpoints.pop(endpoint, None)
 
     def abort(self, endpoint: SimEndpoint) -> None:
         """Both ends see the connection drop without a close frame."""
@@ -341,7 +343,7 @@ class SimNetwork:
         for pipe in list(link.pipes):
             pipe.flush()
             if not pipe.held and pipe.target.closed is not None:
-                link.pipes.discard(pipe)
+                link.pipes.pop(pipe, None)
 
     def clear_faults(self, node: str) -> None:
         link = self.link(node)

@@ -81,9 +81,7 @@ def images() -> dict[str, str]:
             f"{_tail(result.stdout + result.stderr)}"
         )
     print(f"images: {_tail(result.stdout, 1)} (fixture: {time.monotonic() - started:.1f} s)")
-    tags = dict(
-        line.split("=", 1) for line in IMAGES_ENV.read_text().splitlines() if "=" in line
-    )
+    tags = dict(line.split("=", 1) for line in IMAGES_ENV.read_text().splitlines() if "=" in line)
     if not {"TETHERBED_HUB_IMAGE", "TETHERBED_MACHINE_IMAGE"} <= tags.keys():
         pytest.fail(f"{IMAGES_ENV} lacks image tags: {tags}")
     return tags

@@ -127,7 +127,10 @@ fi
 
 # 5. The agent(s). The serial ports are advertised once the agent has the
 #    option for it; until then the agent starts without them.
-if ! tetherbed agent --help 2>/dev/null | grep -q -- '--serial-port'; then
+# (The whole help is captured first: `| grep -q` could kill the writer with
+# SIGPIPE, which pipefail would report as "no such option".)
+agent_help=$(tetherbed agent --help 2>&1 || true)
+if [[ $agent_help != *--serial-port* ]]; then
     log "this agent has no --serial-port option; its HELLO lists no serial devices"
     serial_args=()
 fi

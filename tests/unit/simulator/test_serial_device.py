@@ -209,7 +209,7 @@ def pty_pair(tmp_path: Path) -> Iterator[PtyPair]:
     )
     try:
         _wait_for(
-            lambda: os.path.exists(client_end) and os.path.exists(device_end) or proc.poll(),
+            lambda: (os.path.exists(client_end) and os.path.exists(device_end)) or proc.poll(),
             "socat's ptys",
         )
         if proc.poll() is not None:

@@ -1,0 +1,103 @@
+"""`tetherbed run PATH... [--backend sim|process|docker] [--seed N] [--report DIR]`.
+
+Runs every scenario, prints one line each (scenario, backend, verdict,
+seconds, seed), and writes the reports: per scenario `history.jsonl` and
+`timeline.html`, for the whole run `results.json` and `junit.xml`. A failing
+scenario prints the exact command that replays it; the exit status is 1 when
+any scenario failed, 2 when a scenario file is invalid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from tetherbed.simulator.reports import RunResult, overall_verdict
+from tetherbed.simulator.reports.junit import write_junit
+from tetherbed.simulator.reports.results import write_results
+from tetherbed.simulator.reports.table import print_table
+from tetherbed.simulator.reports.timeline import write_timeline
+from tetherbed.simulator.runner import RunOutcome, replay_command, run_scenario
+from tetherbed.simulator.scenario import ScenarioError, load_all
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tetherbed run", description="Run scenarios and check their histories."
+    )
+    parser.add_argument("paths", nargs="+", type=Path, help="scenario files or folders")
+    parser.add_argument("--backend", default="sim", choices=["sim", "process", "docker"])
+    parser.add_argument("--seed", type=int, default=None, help="default: each scenario's own")
+    parser.add_argument("--report", type=Path, default=Path("reports"), help="report folder")
+    parser.add_argument("--keep", action="store_true", help="keep each run's working folder")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show hub and agent logs")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.getLogger("tetherbed").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
+    try:
+        scenarios = load_all(args.paths)
+    except (ScenarioError, OSError) as exc:
+        print(f"tetherbed run: {exc}", file=sys.stderr)
+        return 2
+    args.report.mkdir(parents=True, exist_ok=True)
+    results: list[RunResult] = []
+    for scenario in scenarios:
+        seed = scenario.seed if args.seed is None else args.seed
+        with tempfile.TemporaryDirectory(prefix="tetherbed-run-") as tmp:
+            workdir = Path(tmp)
+            if args.keep:
+                workdir = Path(tempfile.mkdtemp(prefix=f"tetherbed-{_slug(scenario.name)}-"))
+            outcome = run_scenario(scenario, args.backend, seed, workdir)
+        result = _report(outcome, args.report)
+        results.append(result)
+        print(f"  {result.verdict:<5} {result.seconds:8.2f} s  {scenario.name}", flush=True)
+    write_results(args.report / "results.json", results)
+    write_junit(args.report / "junit.xml", results)
+    print()
+    print_table(results)
+    print(f"reports: {args.report}/ (results.json, junit.xml, */history.jsonl, */timeline.html)")
+    return 0 if all(r.verdict == "pass" for r in results) else 1
+
+
+def _report(outcome: RunOutcome, report_dir: Path) -> RunResult:
+    scenario = outcome.scenario
+    folder = report_dir / f"{_slug(scenario.name)}-{outcome.backend}"
+    folder.mkdir(parents=True, exist_ok=True)
+    history_path = folder / "history.jsonl"
+    outcome.history.write(history_path)
+    error = outcome.error or outcome.step_failure
+    verdict = overall_verdict(outcome.verdicts, error)
+    write_timeline(
+        folder / "timeline.html",
+        outcome.history,
+        outcome.verdicts,
+        scenario.name,
+        scenario=scenario.name,
+        backend=outcome.backend,
+        seed=outcome.seed,
+        verdict=verdict,
+    )
+    return RunResult(
+        scenario=scenario.name,
+        file=str(scenario.path or ""),
+        backend=outcome.backend,
+        seed=outcome.seed,
+        verdict=verdict,
+        seconds=round(outcome.seconds, 3),
+        verdicts=outcome.verdicts,
+        error=error,
+        replay=replay_command(scenario, outcome.backend, outcome.seed),
+        history_path=str(history_path),
+    )
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60] or "scenario"
