@@ -839,7 +839,7 @@ class Commands:
         background: bool = False,
         envs: Mapping[str, str] | None = None,
         cwd: str | None = None,
-        timeout: float | None = 60,  # noqa: ASYNC109 - E2B's name for the command's limit
+        timeout: float | None = 60,
         shell: ShellName = "auto",
         on_stdout: OutputHandler | None = None,
         on_stderr: OutputHandler | None = None,

@@ -396,7 +396,9 @@ class _Runner:
                         "path": path,
                         "exists": data is not None,
                         "content": data.decode("utf-8", "replace") if data is not None else None,
-                        "digest": hashlib.sha256(data).hexdigest()[:16] if data is not None else None,
+                        "digest": hashlib.sha256(data).hexdigest()[:16]
+                        if data is not None
+                        else None,
                         "agent": agent.name,
                     },
                     session=session,
@@ -416,4 +418,3 @@ class _Runner:
 def _text(value: Any) -> str:
     text = str(value)
     return text if len(text) <= 200 else text[:197] + "..."
-

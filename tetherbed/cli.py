@@ -177,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_main(argv[1:])
     if argv[:2] == ["native", "device"]:
-        from tetherbed.agent.native.devices import main_device
+        from tetherbed.agent.native.main import main_device
 
         return main_device(argv[2:])
     if argv[:1] == ["native"]:
