@@ -68,9 +68,7 @@ class Recorder:
                 return record
         return None
 
-    async def next_record(
-        self, timeout: float, predicate: Predicate | None = None
-    ) -> Record:
+    async def next_record(self, timeout: float, predicate: Predicate | None = None) -> Record:
         """The next record appended from now on (matching `predicate`, if given)."""
         start = len(self.history.records)
         return await self.wait_for(
