@@ -74,6 +74,15 @@ def log(message: str) -> None:
     print(f"build-images: {message}", file=sys.stderr, flush=True)
 
 
+@contextlib.contextmanager
+def step(what: str) -> Iterator[None]:
+    """Log a slow step and how long it took (the numbers the README quotes)."""
+    log(f"{what} ...")
+    started = time.monotonic()
+    yield
+    log(f"{what}: done in {time.monotonic() - started:.1f} s")
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -189,32 +198,27 @@ def ensure_base(tag: str) -> bool:
                 ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "debootstrap"],
                 env=env,
             )
-        log(f"building the root filesystem for {tag} (debootstrap, about 2 minutes)")
-        run(
-            [str(BASE_DIR / "mkrootfs.sh"), str(tarball), str(cache)],
-            log_file=BUILD / "logs/base.log",
-        )
+        with step(f"building the root filesystem of {tag} (debootstrap + apt)"):
+            run(
+                [str(BASE_DIR / "mkrootfs.sh"), str(tarball), str(cache)],
+                log_file=BUILD / "logs/base.log",
+            )
         # Only the current root filesystem is worth its 700 MB.
         for old in cache.glob("rootfs-*.tar"):
             if old != tarball:
                 old.unlink()
-    log(f"importing {tag}")
-    run(
-        [
-            "docker",
-            "import",
-            "--change",
-            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "--change",
-            "ENV LANG=C.UTF-8",
-            "--change",
-            'CMD ["/bin/bash"]',
-            "--message",
-            "tetherbed base: debootstrap minbase bookworm + compose/base/packages.txt",
-            str(tarball),
-            tag,
-        ]
-    )
+    with step(f"importing {tag}"):
+        run(
+            [
+                *("docker", "import", "--message", "tetherbed base: compose/base/mkrootfs.sh"),
+                *(
+                    "--change",
+                    "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                ),
+                *("--change", "ENV LANG=C.UTF-8", "--change", 'CMD ["/bin/bash"]'),
+                *(str(tarball), tag),
+            ]
+        )
     return True
 
 
@@ -270,7 +274,8 @@ def ensure_dependency_wheels() -> dict[str, WheelSet]:
     directory = WHEELS / f"deps-{key}"
     manifest = directory / "manifest.json"
     if not manifest.exists():
-        build_dependency_wheels(directory, all_requirements)
+        with step(f"building dependency wheels into {directory.relative_to(REPO)} (pip wheel)"):
+            build_dependency_wheels(directory, all_requirements)
     data = json.loads(manifest.read_text())
     return {
         name: WheelSet(
@@ -284,7 +289,6 @@ def ensure_dependency_wheels() -> dict[str, WheelSet]:
 
 
 def build_dependency_wheels(directory: Path, requirements: list[str]) -> None:
-    log(f"building dependency wheels into {directory.relative_to(REPO)} (pip wheel)")
     WHEELS.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="deps-", dir=WHEELS))
     try:
@@ -372,28 +376,27 @@ def project_sources() -> list[Path]:
 
 def ensure_project_wheel() -> Path:
     """The project's wheel for the current sources; built when they change."""
-    sources = project_sources()
-    key = digest_of(
-        [RECIPE_VERSION]
-        + [f"{p.relative_to(REPO)}\0" for p in sources]
-        + [p.read_bytes() for p in sources]
-    )
+    # Read each file once: the bytes hashed are the bytes built, even while
+    # someone edits the tree.
+    sources = {str(path.relative_to(REPO)): path.read_bytes() for path in project_sources()}
+    key = digest_of([RECIPE_VERSION, *(part for item in sources.items() for part in item)])
     directory = WHEELS / f"project-{key}"
     built = sorted(directory.glob("tetherbed-*.whl")) if directory.exists() else []
     if built:
         os.utime(directory)  # most recently used: kept by the pruning below
         return built[0]
-    log(f"building the project wheel ({directory.relative_to(REPO)})")
-    started = time.monotonic()
     WHEELS.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="src-", dir=WHEELS) as scratch:
+    with (
+        step(f"building the project wheel ({directory.relative_to(REPO)})"),
+        tempfile.TemporaryDirectory(prefix="src-", dir=WHEELS) as scratch,
+    ):
         # Build from a clean copy: setuptools' build/ folder in the tree may
         # hold modules that no longer exist.
         source = Path(scratch) / "src"
-        for path in sources:
-            target = source / path.relative_to(REPO)
+        for relative, data in sources.items():
+            target = source / relative
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target)
+            target.write_bytes(data)
         out = Path(scratch) / "out"
         run(
             [
@@ -401,6 +404,9 @@ def ensure_project_wheel() -> Path:
                 *("--no-deps", "--wheel-dir", str(out), str(source)),
             ],
             log_file=BUILD / "logs/project-wheel.log",
+            # Fixed zip timestamps: the same sources give the same wheel, so
+            # another clone of the same commit computes the same image tags.
+            env={**os.environ, "SOURCE_DATE_EPOCH": "315532800"},
         )
         wheels = list(out.glob("tetherbed-*.whl"))
         if len(wheels) != 1:
@@ -412,7 +418,6 @@ def ensure_project_wheel() -> Path:
     olds = sorted(WHEELS.glob("project-*"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in olds[KEEP_PROJECT_WHEELS:]:
         shutil.rmtree(old, ignore_errors=True)
-    log(f"built the project wheel in {time.monotonic() - started:.1f} s")
     return next(directory.glob("tetherbed-*.whl"))
 
 
@@ -454,19 +459,18 @@ def build_image(name: str, tag: str, base: str, wheels: WheelSet, project_wheel:
         os.link(wheels.directory / filename, context / "wheels" / filename)
     (context / "wheels" / "requirements.txt").write_text("\n".join(wheels.requirements) + "\n")
     os.link(project_wheel, context / "project" / project_wheel.name)
-    log(f"building {tag}")
-    started = time.monotonic()
     try:
-        run(
-            [
-                *("docker", "build", "--build-arg", f"BASE={base}", "--tag", tag),
-                *("--label", f"org.tetherbed.content-hash={tag.partition(':')[2]}", str(context)),
-            ],
-            log_file=BUILD / f"logs/{name}.log",
-        )
+        with step(f"building {tag}"):
+            run(
+                [
+                    *("docker", "build", "--build-arg", f"BASE={base}", "--tag", tag),
+                    *("--label", f"org.tetherbed.content-hash={tag.partition(':')[2]}"),
+                    str(context),
+                ],
+                log_file=BUILD / f"logs/{name}.log",
+            )
     finally:
         shutil.rmtree(context, ignore_errors=True)
-    log(f"built {tag} in {time.monotonic() - started:.1f} s")
 
 
 def prune(keep: set[str]) -> None:

@@ -23,7 +23,7 @@ from tetherbed.simulator.backends.base import Backend, BackendError
 from tetherbed.simulator.checkers import Verdict, run_checkers
 from tetherbed.simulator.client import ScenarioClient
 from tetherbed.simulator.history import History, Record
-from tetherbed.simulator.scenario import Scenario, Step
+from tetherbed.simulator.scenario import ClientSpec, Scenario, Step
 
 #: Default `within` of an expect step, in backend seconds.
 DEFAULT_WITHIN = 30.0
@@ -78,7 +78,7 @@ def replay_command(scenario: Scenario, backend: str, seed: int) -> str:
 def run_scenario(scenario: Scenario, backend_name: str, seed: int, workdir: Path) -> RunOutcome:
     backend = backend_factory(backend_name)(scenario, workdir, seed)
     started = time.monotonic()
-    runner = _Runner(scenario, backend)
+    runner = ScenarioRunner(scenario, backend)
     error: str | None = None
     try:
         backend.run(runner.main())
@@ -117,7 +117,7 @@ def checker_options(scenario: Scenario) -> dict[str, dict[str, Any]]:
     return options
 
 
-class _Runner:
+class ScenarioRunner:
     def __init__(self, scenario: Scenario, backend: Backend) -> None:
         self.scenario = scenario
         self.backend = backend
@@ -130,31 +130,42 @@ class _Runner:
     async def main(self) -> None:
         try:
             await self.backend.setup()
-            for name, spec in self.scenario.topology.clients.items():
-                self.clients[name] = ScenarioClient(
-                    spec, lambda spec=spec: self.backend.open_client(spec), self.recorder
-                )
+            for spec in self.scenario.topology.clients.values():
+                self.add_client(spec)
             try:
                 await asyncio.wait_for(self._steps(), self.scenario.timeout)
             except TimeoutError:
                 self.error = f"the scenario ran past its timeout of {self.scenario.timeout} s"
             await self._drain()
-            self._record_final_files()
+            self.record_final_files()
         finally:
-            for client in self.clients.values():
-                await client.close()
-            await self.backend.teardown()
+            await self.close()
+
+    def add_client(self, spec: ClientSpec) -> None:
+        self.clients[spec.name] = ScenarioClient(
+            spec, lambda: self.backend.open_client(spec), self.recorder
+        )
+
+    async def close(self) -> None:
+        """Close the clients and tear the backend down."""
+        for client in self.clients.values():
+            await client.close()
+        await self.backend.teardown()
+
+    def begin_step(self, step: Step) -> None:
+        """Mark where a step starts in the history (expects look from here)."""
+        self._step_started[step.index] = len(self.recorder.history)
 
     async def _steps(self) -> None:
         for step in self.scenario.steps:
-            self._step_started[step.index] = len(self.recorder.history)
+            self.begin_step(step)
             self.recorder.event(
                 "runner",
                 "step",
                 {"index": step.index, "name": step.kind, "detail": _text(step.args)},
             )
             try:
-                await self._step(step)
+                await self.run_step(step)
             except StepFailed as failed:
                 self.step_failure = f"step {step.index} ({step.describe()}): {failed}"
                 kind = "assert_failed" if step.kind == "assert" else "expect_failed"
@@ -164,7 +175,7 @@ class _Runner:
                 self.error = f"step {step.index} ({step.describe()}): {exc}"
                 return
 
-    async def _step(self, step: Step) -> None:
+    async def run_step(self, step: Step) -> None:
         backend, args = self.backend, step.args
         kind = step.kind
         if kind == "start":
@@ -373,7 +384,7 @@ class _Runner:
                     min(deadline - self.backend.now(), 5.0), lambda r: r.type != "event"
                 )
 
-    def _record_final_files(self) -> None:
+    def record_final_files(self) -> None:
         """What each session's files hold now, on the machine that served it last."""
         written: dict[str, set[str]] = {}
         for record in self.recorder.history.records:

@@ -115,7 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--state-dir", dest="verify_state_dir", default=None)
     verify.add_argument("--key-file", default=None)
 
-    commands.add_parser("demo", help="start a hub and an agent, and tour them with the client")
+    demo = commands.add_parser(
+        "demo", help="run the shipped scenarios on sim and process (--tour: a client tour)"
+    )
+    demo.add_argument("--tour", action="store_true", help="tour a hub and an agent instead")
     commands.add_parser("run", help="run scenarios on a backend and check them", add_help=False)
     commands.add_parser(
         "native",
@@ -197,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from tetherbed.demo import main as demo_main
 
-        return demo_main()
+        return demo_main(["--tour"] if args.tour else [])
     raise AssertionError(args.command)
 
 

@@ -1,8 +1,10 @@
-"""`tetherbed demo`: a hub and an agent on loopback, toured through the client.
+"""`tetherbed demo`: the shipped scenarios on the sim and process backends.
 
-Starts real processes (nothing is simulated), drives files and shell on a
-temporary folder, shows a path-jail refusal with its typed error, then stops
-everything by PID.
+`tetherbed demo` runs every scenario in `scenarios/` first on the sim backend
+(virtual time: seconds of wall time for minutes of scenario) and then on the
+process backend (real hub and agent processes behind fault proxies), and
+prints both tables. `tetherbed demo --tour` instead starts a hub and an agent
+on loopback and tours files and shell through the Python client.
 """
 
 from __future__ import annotations
@@ -66,7 +68,27 @@ async def _tour(hub_url: str, client_token: str, root: Path) -> None:
         _say("files.remove notes", f"left on disk: {left}")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    if argv and "--tour" in argv:
+        return tour()
+    from tetherbed.simulator.cli import main as run
+
+    scenarios = _scenarios_folder()
+    codes = []
+    for backend in ("sim", "process"):
+        print(f"\n=== the shipped scenarios on the {backend} backend ===", flush=True)
+        codes.append(run([str(scenarios), "--backend", backend, "--report", f"reports/{backend}"]))
+    return max(codes)
+
+
+def _scenarios_folder() -> Path:
+    here = Path("scenarios")
+    if here.is_dir():
+        return here
+    return Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def tour() -> int:
     with tempfile.TemporaryDirectory(prefix="tetherbed-demo-") as tmp:
         base = Path(tmp)
         root = base / "workspace"

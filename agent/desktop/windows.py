@@ -64,6 +64,8 @@ class WindowInspector:
         """Viewable top-level windows, bottom to top in stacking order."""
         with self._lock:
             try:
+                while self._x.pending_events():  # MappingNotify etc.: never read otherwise
+                    self._x.next_event()
                 focus_top = self._focused_toplevel()
                 infos = []
                 for window in self._toplevels():

@@ -75,6 +75,10 @@ class Backend(abc.ABC):
     async def teardown(self) -> None:  # noqa: B027 - optional hook
         """Stop everything still running; must never raise."""
 
+    async def add_agent(self, spec: AgentSpec) -> None:
+        """Declare one more agent after setup (the pytest plugin's `agent` fixture)."""
+        raise BackendError(f"the {self.name} backend cannot add agents after setup")
+
     # --- lifecycle --------------------------------------------------------
 
     @abc.abstractmethod
@@ -131,3 +135,14 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def agent_root(self, agent: AgentSpec) -> Path:
         """The agent machine's folder, where its files land."""
+
+
+def prepare_root(root: Path, spec: AgentSpec) -> None:
+    """The agent machine's folder, with the scenario's initial files (once)."""
+    if root.exists():
+        return
+    root.mkdir(parents=True)
+    for path, content in (spec.options.get("files") or {}).items():
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(str(content), encoding="utf-8")

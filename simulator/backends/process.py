@@ -35,7 +35,7 @@ from tetherbed.launch import (
     spawn_tetherbed,
     start_hub,
 )
-from tetherbed.simulator.backends.base import Backend, BackendError, NodeState
+from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
 from tetherbed.simulator.proxy import ProxyRegistry
 from tetherbed.simulator.proxy.proxy import FaultProxy
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
@@ -130,18 +130,27 @@ class ProcessBackend(Backend):
                     self.tokens[user, kind] = await asyncio.to_thread(
                         create_token, self.workdir / "hub-state", user, kind
                     )
-        upstream = self.hub_url.split("://", 1)[1].rstrip("/")
-        for name, agent in self.agents.items():
-            agent.proxy = await self.registry.create(f"agent-{name}", "127.0.0.1:0", upstream)
-            agent.journal = self.workdir / "logs" / f"agent-{name}.jsonl"
-            root = self.agent_root(agent.spec)
-            if not root.exists():
-                root.mkdir(parents=True)
-                for path, content in (agent.spec.options.get("files") or {}).items():
-                    target = root / path
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_text(str(content), encoding="utf-8")
+        for agent in self.agents.values():
+            await self._prepare(agent)
         self._tailer = asyncio.ensure_future(self._tail())
+
+    async def _prepare(self, agent: _Agent) -> None:
+        """The agent's own fault proxy, journal and folder."""
+        name = agent.spec.name
+        upstream = self.hub_url.split("://", 1)[1].rstrip("/")
+        agent.proxy = await self.registry.create(f"agent-{name}", "127.0.0.1:0", upstream)
+        agent.journal = self.workdir / "logs" / f"agent-{name}.jsonl"
+        prepare_root(self.agent_root(agent.spec), agent.spec)
+
+    async def add_agent(self, spec: AgentSpec) -> None:
+        if spec.user not in {user for user, _ in self.tokens}:
+            for kind in ("agent", "client"):
+                self.tokens[spec.user, kind] = await asyncio.to_thread(
+                    create_token, self.workdir / "hub-state", spec.user, kind
+                )
+        self.topology.agents[spec.name] = spec
+        agent = self.agents[spec.name] = _Agent(spec)
+        await self._prepare(agent)
 
     async def teardown(self) -> None:
         for agent in self.agents.values():

@@ -23,7 +23,7 @@ from tetherbed.agent.operations import DataOperations
 from tetherbed.agent.runtime import AgentRuntime
 from tetherbed.hub.config import HubConfig, OwnershipPolicy
 from tetherbed.hub.store import HubStore
-from tetherbed.simulator.backends.base import Backend, BackendError, NodeState
+from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
 from tetherbed.simulator.sim.hub_node import SimHub
 from tetherbed.simulator.sim.network import Rule, SimNetwork
@@ -102,16 +102,20 @@ class SimBackend(Backend):
         users = {a.user for a in self.topology.agents.values()}
         users |= {c.user for c in self.topology.clients.values()}
         for user in sorted(users):
-            for kind in ("agent", "client"):
-                self.tokens[user, kind] = self.store.create_token(user, kind)
+            self._tokens_for(user)
         for node in self.agents.values():
-            root = self.agent_root(node.spec)
-            if not root.exists():
-                root.mkdir(parents=True)
-                for path, content in (node.spec.options.get("files") or {}).items():
-                    target = root / path
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_text(str(content), encoding="utf-8")
+            prepare_root(self.agent_root(node.spec), node.spec)
+
+    def _tokens_for(self, user: str) -> None:
+        for kind in ("agent", "client"):
+            if (user, kind) not in self.tokens:
+                self.tokens[user, kind] = self.store.create_token(user, kind)
+
+    async def add_agent(self, spec: AgentSpec) -> None:
+        self.topology.agents[spec.name] = spec
+        self.agents[spec.name] = _AgentNode(spec)
+        self._tokens_for(spec.user)
+        prepare_root(self.agent_root(spec), spec)
 
     async def teardown(self) -> None:
         for node in self.agents.values():
@@ -319,11 +323,8 @@ class SimBackend(Backend):
     # --- clients ---------------------------------------------------------------------
 
     async def open_client(self, client: ClientSpec) -> MessageTransport:
-        token = self.tokens.get((client.user, "client"))
-        if token is None:
-            token = self.tokens[client.user, "client"] = self.store.create_token(
-                client.user, "client"
-            )
+        self._tokens_for(client.user)
+        token = self.tokens[client.user, "client"]
         connect = self.network.connector(f"client:{client.name}")
         return await connect(
             f"sim://hub/v1/sessions/{client.session}/client",

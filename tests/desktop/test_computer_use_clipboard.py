@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -146,3 +151,25 @@ async def test_permissions(computer_use: ComputerUse, opted_in: ComputerUse) -> 
             "clipboard_read": clipboard_read,
             "clipboard_write": "granted",
         }
+
+
+async def test_big_text_is_served_incrementally(
+    computer_use: ComputerUse, xvfb: XvfbDisplay
+) -> None:
+    """Over 128 KiB the owner speaks INCR; Tk, like most toolkits, reads it back whole."""
+    text = "0123456789abcdef✓" * 20_000  # 340,000 characters, 380,000 UTF-8 bytes
+    await write(computer_use, text)
+    reader = (
+        "import hashlib, tkinter; text = tkinter.Tk().clipboard_get(); "
+        "print(len(text), hashlib.sha256(text.encode()).hexdigest())"
+    )
+    out = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", reader],
+        env={**os.environ, "DISPLAY": xvfb.name},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    assert out.stdout.split() == [str(len(text)), digest], out.stderr

@@ -1,0 +1,224 @@
+"""A topology driven step by step from ordinary (synchronous) test code.
+
+The scenario runner executes a YAML file in one go; a `Testbed` gives a test
+the same steps as method calls, on any backend:
+
+    tb = Testbed(topology, backend="sim")
+    tb.start("hub"); tb.start("laptop"); tb.expect(agent="laptop", state="connected")
+    answer = tb.request("alice", "FILE_WRITE", {"path": "a.txt", "content": "x"})
+    tb.pause("laptop"); tb.wait(40); ...
+    assert all(v.ok for v in tb.check())
+
+On the sim backend the virtual-time loop runs only inside these calls, so
+time advances exactly as far as the test asks. On the process backend the
+loop runs in a thread of its own, because the fault proxies must keep
+forwarding between calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tetherbed.simulator.backends.base import Backend, NodeState
+from tetherbed.simulator.checkers import Verdict, run_checkers
+from tetherbed.simulator.history import History, Record
+from tetherbed.simulator.runner import ScenarioRunner, backend_factory, checker_options
+from tetherbed.simulator.scenario import (
+    DEFAULT_CHECKERS,
+    AgentSpec,
+    ClientSpec,
+    HubSpec,
+    Scenario,
+    Step,
+    Topology,
+)
+
+T = TypeVar("T")
+
+
+class Testbed:
+    __test__ = False  # not a pytest test class
+
+    def __init__(
+        self,
+        topology: Topology,
+        *,
+        backend: str = "sim",
+        seed: int = 1,
+        workdir: Path,
+        name: str = "testbed",
+        checkers: tuple[str, ...] = DEFAULT_CHECKERS,
+    ) -> None:
+        self.scenario = Scenario(
+            name=name,
+            path=None,
+            description="",
+            seed=seed,
+            topology=topology,
+            steps=(),
+            checkers=checkers,
+            checker_options={},
+            timeout=3600.0,
+            backends=(backend,),
+        )
+        self.backend: Backend = backend_factory(backend)(self.scenario, workdir, seed)
+        self._runner = ScenarioRunner(self.scenario, self.backend)
+        self._steps = itertools.count(1)
+        self._ids = itertools.count(1)
+        self._thread: threading.Thread | None = None
+        loop = getattr(self.backend, "loop", None)
+        if loop is None:
+            loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=loop.run_forever, daemon=True, name="testbed")
+            self._thread.start()
+        self._loop: asyncio.AbstractEventLoop = loop
+        self._closed = False
+        self._call(self._setup())
+
+    async def _setup(self) -> None:
+        await self.backend.setup()
+        for spec in self.scenario.topology.clients.values():
+            self._runner.add_client(spec)
+
+    # --- running coroutines on the backend's loop ----------------------------------
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._thread is None:
+            asyncio.set_event_loop(self._loop)
+            return self._loop.run_until_complete(coro)
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def _step(self, kind: str, args: Any = None) -> None:
+        step = Step(next(self._steps), kind, args)
+        self._runner.begin_step(step)
+        self._call(self._runner.run_step(step))
+
+    # --- steps -----------------------------------------------------------------------
+
+    def start(self, node: str) -> None:
+        self._step("start", node)
+
+    def stop(self, node: str) -> None:
+        self._step("stop", node)
+
+    def kill(self, node: str) -> None:
+        self._step("kill", node)
+
+    def restart(self, node: str) -> None:
+        self._step("restart", node)
+
+    def pause(self, node: str) -> None:
+        self._step("pause", node)
+
+    def resume(self, node: str) -> None:
+        self._step("resume", node)
+
+    def partition(self, agent: str, direction: str = "both") -> None:
+        self._step("partition", {"agent": agent, "direction": direction})
+
+    def heal(self, agent: str | None = None) -> None:
+        self._step("heal", "all" if agent is None else {"agent": agent})
+
+    def fault(self, agent: str, kind: str, **params: Any) -> None:
+        self._step("fault", {"agent": agent, "kind": kind, **params})
+
+    def clear(self, agent: str | None = None) -> None:
+        self._step("clear", "all" if agent is None else {"agent": agent})
+
+    def revoke(self, session: str) -> None:
+        self._step("revoke", session)
+
+    def wait(self, seconds: float) -> None:
+        self._step("wait", seconds)
+
+    def send(
+        self, client: str, kind: str, payload: dict[str, Any], request_id: str | None = None
+    ) -> str:
+        """Send without waiting; returns the request id to `expect` on."""
+        request_id = request_id or f"r{next(self._ids)}"
+        self._step("send", {"client": client, "id": request_id, "type": kind, "payload": payload})
+        return request_id
+
+    def expect(self, **conditions: Any) -> None:
+        """An expect step (same keys as in scenario files); raises StepFailed."""
+        self._step("expect", conditions)
+
+    def request(
+        self, client: str, kind: str, payload: dict[str, Any], *, within: float = 30.0
+    ) -> Record:
+        """Send and wait for the completion record (ok, fail or info)."""
+        request_id = self.send(client, kind, payload)
+        self.expect(client=client, id=request_id, within=within)
+        process = f"client:{client}"
+        record = self.backend.recorder.find(
+            lambda r: r.process == process and r.req == request_id and r.type != "invoke"
+        )
+        assert record is not None
+        return record
+
+    # --- adding nodes ------------------------------------------------------------------
+
+    def add_agent(self, spec: AgentSpec) -> None:
+        self._call(self.backend.add_agent(spec))
+
+    def add_client(self, spec: ClientSpec) -> None:
+        self.scenario.topology.clients[spec.name] = spec
+        self._runner.add_client(spec)
+
+    # --- looking -----------------------------------------------------------------------
+
+    def state(self, node: str) -> NodeState:
+        return self.backend.state(node)
+
+    def root(self, agent: str) -> Path:
+        return self.backend.agent_root(self.scenario.topology.agents[agent])
+
+    @property
+    def history(self) -> History:
+        return History.merged(self.backend.recorder.history)
+
+    @property
+    def url(self) -> str | None:
+        """The hub's URL on the process backend (None on sim)."""
+        return getattr(self.backend, "hub_url", None)
+
+    def check(self, names: list[str] | None = None) -> list[Verdict]:
+        """Record the final files, then run the checkers over the history so far."""
+        self._runner.record_final_files()
+        return run_checkers(
+            self.history, names or list(self.scenario.checkers), checker_options(self.scenario)
+        )
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._call(self._runner.close())
+        finally:
+            if self._thread is not None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._thread.join(10)
+            self._loop.close()
+
+
+def topology(
+    hub: dict[str, Any] | None = None,
+    agents: dict[str, dict[str, Any]] | None = None,
+    clients: dict[str, dict[str, Any]] | None = None,
+) -> Topology:
+    """A topology from plain dicts, the same shape as in scenario files."""
+    from tetherbed.simulator.scenario import _topology
+
+    return _topology(
+        {"hub": {"options": hub or {}}, "agents": agents or {}, "clients": clients or {}},
+        "topology",
+    )
+
+
+__all__ = ["HubSpec", "Testbed", "topology"]
