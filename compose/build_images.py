@@ -273,7 +273,10 @@ def ensure_dependency_wheels() -> dict[str, WheelSet]:
     )
     directory = WHEELS / f"deps-{key}"
     manifest = directory / "manifest.json"
-    if not manifest.exists():
+    complete = manifest.exists() and all(
+        (directory / name).exists() for name in json.loads(manifest.read_text())["sha256"]
+    )
+    if not complete:
         with step(f"building dependency wheels into {directory.relative_to(REPO)} (pip wheel)"):
             build_dependency_wheels(directory, all_requirements)
     data = json.loads(manifest.read_text())
@@ -476,7 +479,10 @@ def build_image(name: str, tag: str, base: str, wheels: WheelSet, project_wheel:
 def prune(keep: set[str]) -> None:
     """Remove tetherbed/* images of older content hashes."""
     result = subprocess.run(
-        ["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", "tetherbed/*"],
+        [
+            *("docker", "image", "ls", "--filter", "reference=tetherbed/*"),
+            *("--format", "{{.Repository}}:{{.Tag}}"),
+        ],
         capture_output=True,
         text=True,
         check=True,

@@ -326,6 +326,7 @@ class ScenarioRunner:
     # --- assert --------------------------------------------------------------------
 
     def _assert(self, step: Step) -> None:
+        self.backend.sync()
         args = step.args
         if "count" in args:
             spec = args["count"]

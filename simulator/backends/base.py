@@ -75,6 +75,9 @@ class Backend(abc.ABC):
     async def teardown(self) -> None:  # noqa: B027 - optional hook
         """Stop everything still running; must never raise."""
 
+    def sync(self) -> None:  # noqa: B027 - optional hook
+        """Bring the history up to date with what the parts logged (before an assert)."""
+
     async def add_agent(self, spec: AgentSpec) -> None:
         """Declare one more agent after setup (the pytest plugin's `agent` fixture)."""
         raise BackendError(f"the {self.name} backend cannot add agents after setup")

@@ -419,6 +419,9 @@ class ProcessBackend(Backend):
             self._ingest()
             await asyncio.sleep(0.05)
 
+    def sync(self) -> None:
+        self._ingest()
+
     def _ingest(self) -> None:
         """Move new lines of the hub's and agents' event files into the history."""
         events = read_events(self.hub_events)
