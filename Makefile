@@ -9,7 +9,7 @@ DEBIAN_PACKAGES := xvfb socat xdotool x11-utils ffmpeg scrot imagemagick
 # How many pytest-xdist workers; the machines this runs on have two cores.
 WORKERS ?= auto
 
-.PHONY: demo test lint system-deps venv bench clean
+.PHONY: demo test lint system-deps venv bench clean images
 
 demo: venv
 	$(PY) -m tetherbed demo
@@ -22,8 +22,14 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-bench: venv
+bench: venv system-deps
 	$(PY) bench/relay.py
+	$(PY) bench/screenshot.py
+	$(PY) bench/video.py
+
+# Registry-free Docker images (compose/README.md); a warm tree builds nothing.
+images: venv
+	$(PY) compose/build_images.py
 
 venv: $(STAMP)
 

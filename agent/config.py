@@ -51,6 +51,12 @@ class AgentConfig:
     child_idle_exit: float = 600.0
     #: Rotate the audit log above this size.
     audit_max_bytes: int = 10 * 1024 * 1024
+    #: Serial ports to advertise (hardware_serial): (path, description).
+    serial_ports: list[tuple[str, str]] = field(default_factory=list)
+    #: The X display computer use drives (default: $DISPLAY); "" turns it off.
+    display: str | None = None
+    #: Let CLIPBOARD_READ return what the agent itself wrote in the last 30 s.
+    clipboard_read_own: bool = False
     #: Write the simulator's event journal here (JSONL; see tetherbed/event_log.py).
     journal: str | None = None
     #: Deliberate bugs, for proving that the simulator's checkers catch them

@@ -12,6 +12,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 
+from tetherbed.agent.computer_use import ComputerUse
 from tetherbed.agent.config import Limits
 from tetherbed.agent.files import FILE_OPERATIONS
 from tetherbed.agent.path_jail import PathJail
@@ -37,6 +38,7 @@ class DataOperations:
         agent_env: Mapping[str, str] | None = None,
         offload: bool = True,
         shell: Callable[..., Awaitable[CommandResult]] = run_command,
+        computer_use: ComputerUse | None = None,
     ) -> None:
         """`offload=False` and a `shell` interpreter keep everything on one
         virtual-time loop (the simulator); the defaults are the real thing."""
@@ -46,10 +48,20 @@ class DataOperations:
         self._agent_env = dict(os.environ if agent_env is None else agent_env)
         self._offload = offload
         self._shell = shell
+        self.computer_use = computer_use
 
     @property
     def root(self) -> str:
         return self.jail.root
+
+    async def close(self) -> None:
+        if self.computer_use is not None:
+            await self.computer_use.close()
+
+    async def on_disconnect(self) -> None:
+        """Input held down by a request must not outlive its connection."""
+        if self.computer_use is not None:
+            await self.computer_use.release_all()
 
     async def run(self, kind: MessageType, payload: Payload) -> Reply:
         """Perform one request; raises ProtocolError with the spec's code."""
@@ -60,6 +72,8 @@ class DataOperations:
                 payload, cwd=cwd, limits=self.limits, agent_env=self._agent_env, clock=self._clock
             )
             return MessageType.COMMAND_RESULT, result
+        if self.computer_use is not None and kind in self.computer_use.KINDS:
+            return await self.computer_use.run(kind, payload)
         entry = FILE_OPERATIONS.get(kind)
         if entry is None:
             raise ProtocolError(

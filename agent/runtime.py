@@ -45,7 +45,7 @@ from tetherbed.event_log import EventLog, EventSink
 from tetherbed.transport import Connector, MessageTransport, TransportClosed, UpgradeRefused
 from tetherbed.wire.codes import CloseCode, ErrorCode, is_fatal_close
 from tetherbed.wire.errors import ProtocolError
-from tetherbed.wire.messages import Ack, Capability, MessageType, Payload
+from tetherbed.wire.messages import Ack, Capability, HardwareDevice, MessageType, Payload
 
 log = logging.getLogger("tetherbed.agent")
 
@@ -100,6 +100,7 @@ class AgentRuntime:
         self.connector = connector
         self.backoff = Backoff(rng or random.Random())
         self.machine_id = config.machine_id or default_machine_id()
+        self._desktop: Any = None
         state_dir = Path(config.state_dir) if config.state_dir else default_state_dir()
         self.audit = audit or AuditSink(
             state_dir,
@@ -145,7 +146,26 @@ class AgentRuntime:
             )
         from tetherbed.agent.operations import DataOperations
 
-        return DataOperations(root=self.config.root, clock=self.clock)
+        computer_use = self._computer_use()
+        return DataOperations(root=self.config.root, clock=self.clock, computer_use=computer_use)
+
+    def _computer_use(self) -> Any:
+        """Computer use on the configured display, when one works (checked once)."""
+        if self.config.display == "":
+            return None
+        from tetherbed.agent.computer_use import ComputerUse, probe
+
+        info = probe(self.config.display)
+        self._desktop = info
+        if info is None:
+            return None
+        return ComputerUse(
+            info.display,
+            clock=self.clock,
+            limits_provider=lambda: self.operations.limits,
+            features=info.features,
+            clipboard_read_opt_in=self.config.clipboard_read_own,
+        )
 
     @property
     def url(self) -> str:
@@ -155,11 +175,13 @@ class AgentRuntime:
         return f"{base}/ws/local-executor/{self.config.session_id}"
 
     def capabilities(self) -> list[Capability]:
-        if self.control_mode:
-            return [Capability.DIRECTORY_BROWSE]
-        caps = [Capability.FILES]
-        if self.config.enable_shell:
+        caps = [Capability.DIRECTORY_BROWSE] if self.control_mode else [Capability.FILES]
+        if not self.control_mode and self.config.enable_shell:
             caps.append(Capability.SHELL)
+        if not self.control_mode and self._desktop is not None:
+            caps.append(Capability.COMPUTER_USE)
+        if self.config.serial_ports:
+            caps.append(Capability.HARDWARE_SERIAL)
         return caps
 
     async def run(self) -> Stop:
@@ -285,6 +307,12 @@ class AgentRuntime:
             capabilities=self.capabilities(),
             allowed_root=self.config.root if not self.control_mode else None,
             protocol_version=self.config.protocol_version,
+            hardware_devices=[
+                HardwareDevice(type="serial", port=port, desc=desc)
+                for port, desc in self.config.serial_ports
+            ],
+            screen_resolution=self._desktop.screen_resolution if self._desktop else None,
+            computer_use_features=self._desktop.features if self._desktop else None,
         )
         protocol = AgentProtocol(
             hello=hello,
@@ -329,6 +357,9 @@ class AgentRuntime:
         finally:
             protocol.connection_lost()
             timer.cancel()
+            on_disconnect = getattr(self.operations, "on_disconnect", None)
+            if on_disconnect is not None:
+                await on_disconnect()
         if ready_at is not None and self.clock.monotonic() - ready_at >= self._healthy_after:
             served.healthy = True
         return served

@@ -530,6 +530,24 @@ def build_all(*, prune_old: bool) -> None:
     print(f"images ready in {elapsed:.1f} s ({what}); tags in {ENV_FILE.relative_to(REPO)}")
 
 
+def ensure_compose_command() -> None:
+    """Make `docker compose` work where only Compose v1 is installed.
+
+    Debian bookworm packages Compose v1 (`docker-compose`) and no v2 plugin,
+    and no registry is reachable to fetch one; a small CLI plugin hands
+    `docker compose ...` to `docker-compose ...`.
+    """
+    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
+    if probe.returncode == 0 or not Path("/usr/bin/docker-compose").exists():
+        return
+    plugins = Path.home() / ".docker" / "cli-plugins"
+    plugins.mkdir(parents=True, exist_ok=True)
+    target = plugins / "docker-compose"
+    shutil.copyfile(REPO / "compose" / "docker-compose-v1-plugin.sh", target)
+    target.chmod(0o755)
+    log(f"installed {target}: `docker compose` now runs docker-compose (v1)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -537,6 +555,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
+        ensure_compose_command()
         with build_lock():
             build_all(prune_old=args.prune)
     except BuildError as exc:

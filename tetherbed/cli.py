@@ -98,6 +98,23 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--max-concurrent", type=_positive_int, default=None)
     agent.add_argument("--max-file-size", type=_positive_int, default=None)
     agent.add_argument("--command-timeout", type=_positive_float, default=None)
+    agent.add_argument(
+        "--serial-port",
+        action="append",
+        default=[],
+        metavar="PATH=DESCRIPTION",
+        help="advertise a serial port in HELLO (hardware_serial); repeatable",
+    )
+    agent.add_argument(
+        "--display",
+        default=None,
+        help="X display for computer use (default: $DISPLAY; '' turns computer use off)",
+    )
+    agent.add_argument(
+        "--clipboard-read-own",
+        action="store_true",
+        help="let CLIPBOARD_READ return text the agent itself wrote in the last 30 s",
+    )
     agent.add_argument("--journal", default=None, help="write agent events as JSONL here")
     agent.add_argument("--protocol-version", default="1.1", help=argparse.SUPPRESS)
     agent.add_argument(
@@ -314,6 +331,12 @@ def _agent(args: argparse.Namespace) -> int:
         missing = [p for p in browse_roots if not Path(p).is_dir()]
         if missing:
             return usage(f"--browse-root {missing[0]} is not a directory")
+    serial_ports = []
+    for item in args.serial_port:
+        path, sep, description = item.partition("=")
+        if not path:
+            return usage(f"--serial-port {item!r}: expected PATH=DESCRIPTION")
+        serial_ports.append((path, description if sep else path))
     defaults = Limits()
     limits = Limits(
         max_file_size_bytes=args.max_file_size or defaults.max_file_size_bytes,
@@ -335,6 +358,9 @@ def _agent(args: argparse.Namespace) -> int:
         journal=args.journal,
         defects=frozenset(args.defect),
         protocol_version=args.protocol_version,
+        serial_ports=serial_ports,
+        display=args.display,
+        clipboard_read_own=args.clipboard_read_own,
     )
 
     async def run() -> int:

@@ -62,6 +62,8 @@ def child_argv(spec: ChildSpec, command: Sequence[str]) -> list[str]:
         argv.append(f"--machine-id={config.machine_id}")
     if config.state_dir:
         argv.append(f"--state-dir={config.state_dir}")
+    for port, description in config.serial_ports:
+        argv.append(f"--serial-port={port}={description}")
     argv += [
         f"--max-concurrent={limits.max_concurrent}",
         f"--max-file-size={limits.max_file_size_bytes}",

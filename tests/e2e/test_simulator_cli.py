@@ -39,7 +39,7 @@ def test_every_shipped_scenario_passes_on_sim(tmp_path: Path) -> None:
             assert (folder / "history.jsonl").stat().st_size > 0
             assert "<svg" in (folder / "timeline.html").read_text()
     junit = (tmp_path / "junit.xml").read_text()
-    assert "<testsuite" in junit and "failures=\"0\"" in junit
+    assert "<testsuite" in junit and 'failures="0"' in junit
 
 
 def test_one_seed_gives_byte_identical_histories(tmp_path: Path) -> None:
@@ -77,7 +77,9 @@ def test_a_failing_scenario_prints_a_replay_command_that_reproduces_it(tmp_path:
 def test_invalid_scenarios_are_refused_with_the_reason(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(
-        "name: bad\ntopology: {agents: {a: {session: s}}}\nsteps:\n  - start: hub\n  - teleport: a\n"
+        "name: bad\n"
+        "topology: {agents: {a: {session: s}}}\n"
+        "steps:\n  - start: hub\n  - teleport: a\n"
     )
     run = tetherbed("run", str(bad), "--report", str(tmp_path / "r"))
     assert run.returncode == 2
