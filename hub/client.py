@@ -536,22 +536,9 @@ class HubSandbox(HubConnection):
     network) and must be called inside a running event loop.
     """
 
-    def __init__(
-        self,
-        transport: MessageTransport,
-        session_id: str,
-        *,
-        request_timeout: float | None = None,
-        id_factory: Callable[[], str] = new_request_id,
-        clock: Clock | None = None,
-    ) -> None:
-        super().__init__(
-            transport,
-            session_id,
-            request_timeout=request_timeout,
-            id_factory=id_factory,
-            clock=clock,
-        )
+    def __init__(self, transport: MessageTransport, session_id: str, **options: Any) -> None:
+        """Same arguments as `HubConnection`."""
+        super().__init__(transport, session_id, **options)
         self.files = Files(self)
         self.commands = Commands(self)
 
