@@ -297,24 +297,11 @@ class SimBackend(Backend):
         elif kind == "swallow_pongs":
             link.rules.append(Rule("drop", frozenset({"PONG"}), "up", count=count))
         elif kind == "inject_close":
-            await self._inject_close(agent, params)
+            code, reason = int(params.get("code", 1000)), str(params.get("reason", ""))
+            self.network.inject_close(agent, code, reason, params.get("toward", "agent"))
         else:
             raise BackendError(f"unknown fault kind {kind!r}")
         link.notify()
-
-    async def _inject_close(self, agent: str, params: dict[str, Any]) -> None:
-        code, reason = int(params.get("code", 1000)), str(params.get("reason", ""))
-        toward = params.get("toward", "agent")
-        for end in list(self.network.link(agent).endpoints):
-            target_side = "node" if toward == "agent" else "hub"
-            if end.side != target_side:
-                continue
-            # The target sees a close frame from "its peer"; nothing else crosses.
-            from tetherbed.simulator.sim.network import _Closed
-
-            end.deliver(_Closed(code, reason))
-            if end.peer is not None:
-                self.network.abort(end.peer)
 
     async def clear(self, agent: str | None = None) -> None:
         for name in [agent] if agent else list(self.network.links):

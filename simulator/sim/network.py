@@ -345,6 +345,16 @@ class SimNetwork:
             if not pipe.held and pipe.target.closed is not None:
                 link.pipes.pop(pipe, None)
 
+    def inject_close(self, node: str, code: int, reason: str, toward: str) -> None:
+        """A close frame reaches one side of the node's connections as if the
+        other side had sent it; the other side sees the connection drop."""
+        side = "node" if toward == "agent" else "hub"
+        for end in list(self.link(node).endpoints):
+            if end.side == side:
+                end.deliver(_Closed(code, reason))
+                if end.peer is not None:
+                    self.abort(end.peer)
+
     def clear_faults(self, node: str) -> None:
         link = self.link(node)
         link.latency = link.jitter = 0.0
