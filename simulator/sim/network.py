@@ -14,6 +14,7 @@ the network's seeded generator, so a seed fixes every interleaving.
 from __future__ import annotations
 
 import asyncio
+import collections
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -111,6 +112,11 @@ class _Pipe:
         self.held: list[tuple[bytes | _Closed, float]] = []
         self.last_at = 0.0
         self.reorder_slot: bytes | None = None
+        #: Messages on the wire, in order, with their arrival times. One timer
+        #: at a time delivers them: asyncio does not keep timers with equal
+        #: times in the order they were set, and a pipe must.
+        self.in_flight: collections.deque[tuple[float, bytes | _Closed]] = collections.deque()
+        self.timer: asyncio.TimerHandle | None = None
 
     def push(self, item: bytes | _Closed, extra: float = 0.0) -> None:
         """Send `item`, `extra` seconds later than the link's latency."""
@@ -136,7 +142,16 @@ class _Pipe:
             return
         at = max(at, self.last_at)
         self.last_at = at
-        loop.call_at(at, self.target.deliver, item)
+        self.in_flight.append((at, item))
+        if self.timer is None:
+            self.timer = loop.call_at(at, self._arrive)
+
+    def _arrive(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        while self.in_flight and self.in_flight[0][0] <= now:
+            self.target.deliver(self.in_flight.popleft()[1])
+        self.timer = loop.call_at(self.in_flight[0][0], self._arrive) if self.in_flight else None
 
 
 class SimEndpoint:
