@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import urllib.request
 
@@ -10,6 +11,7 @@ import pytest
 
 from tests.docker.conftest import Stack
 from tetherbed.hub.client import HubSandbox
+from tetherbed.wire.messages import MessageType
 
 # One xdist worker runs them all: they share one stack (and one image build).
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker"), pytest.mark.timeout(1800)]
@@ -32,6 +34,16 @@ def test_the_stack_is_healthy_within_a_minute(stack: Stack) -> None:
 async def test_a_shell_command_runs_on_machine_2_through_the_hub(stack: Stack) -> None:
     out = await shell(stack, "session-2", "echo hello from $(hostname) in $(pwd)")
     assert out == "hello from machine-2 in /workspace\n"
+
+
+async def test_a_screenshot_of_machine_2_through_the_hub(stack: Stack) -> None:
+    async with HubSandbox.connect(
+        stack.hub_url, "session-2", stack.client_token, request_timeout=60
+    ) as sandbox:
+        shot = await sandbox.request(MessageType.SCREENSHOT_REQUEST, {"format": "png"})
+    image = base64.b64decode(shot.payload.image_base64)
+    assert image.startswith(b"\x89PNG\r\n\x1a\n")
+    assert (shot.payload.width, shot.payload.height) == (1280, 800)  # machine-2's Xvfb
 
 
 @pytest.mark.parametrize("n", [1, 2])
