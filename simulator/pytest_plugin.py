@@ -2,7 +2,7 @@
 
 Registered as the `tetherbed` entry point of `pytest11`, so installing the
 package makes the fixtures available in any suite. The backend is chosen on
-the command line (`--tetherbed-backend sim|process`, default sim):
+the command line (`--tetherbed-backend sim|process|docker`, default sim):
 
     def test_second_machine_is_refused(topology, hub, agent):
         topology.client("alice", session="chat")
@@ -44,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--tetherbed-backend",
         default="sim",
-        choices=["sim", "process"],
+        choices=["sim", "process", "docker"],
         help="backend for the topology/hub/agent fixtures (default: sim)",
     )
     group.addoption("--tetherbed-seed", type=int, default=1, help="seed for the sim backend")

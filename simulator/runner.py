@@ -31,6 +31,10 @@ DEFAULT_WITHIN = 30.0
 DRAIN_SECONDS = 120.0
 
 
+#: Steps that only watch or wait; events are expected from the action before them.
+_PASSIVE_STEPS = frozenset({"expect", "assert", "wait", "note"})
+
+
 class StepFailed(Exception):
     """An expect or assert step whose condition did not hold."""
 
@@ -126,6 +130,11 @@ class ScenarioRunner:
         self.step_failure: str | None = None
         self.error: str | None = None
         self._step_started: dict[int, int] = {}
+        #: Where the last step that does something (not expect/assert/wait)
+        #: began: an `expect {event: ...}` looks from there, so an event caused
+        #: by that action counts even if a backend reads it from a log late or
+        #: early.
+        self._action_started = 0
 
     async def main(self) -> None:
         try:
@@ -155,6 +164,8 @@ class ScenarioRunner:
     def begin_step(self, step: Step) -> None:
         """Mark where a step starts in the history (expects look from here)."""
         self._step_started[step.index] = len(self.recorder.history)
+        if step.kind not in _PASSIVE_STEPS:
+            self._action_started = len(self.recorder.history)
 
     async def _steps(self) -> None:
         for step in self.scenario.steps:
@@ -229,7 +240,7 @@ class ScenarioRunner:
     async def _expect(self, step: Step) -> None:
         args = dict(step.args)
         within = float(args.pop("within", DEFAULT_WITHIN))
-        since = self._step_started[step.index]
+        since = self._action_started
         if "client" in args:
             predicate = self._client_predicate(args)
         elif "event" in args:

@@ -34,6 +34,7 @@ FAULT_KINDS = (
     "reorder",  # message types
     "swallow_pongs",  # PONGs from the agent never reach the hub
     "inject_close",  # code, reason, toward: agent|hub
+    "loss",  # percent (docker backend only: iptables in the agent's namespace)
 )
 
 
