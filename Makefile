@@ -5,7 +5,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-DEBIAN_PACKAGES := xvfb socat xdotool x11-utils ffmpeg scrot imagemagick
+# xvfb, x11-utils, xdotool: real displays; socat: virtual serial ports; ffmpeg:
+# checking video; scrot, imagemagick: the screenshot baseline; chromium: running
+# the timeline report's script; debootstrap: the registry-free image build.
+DEBIAN_PACKAGES := xvfb socat xdotool x11-utils ffmpeg scrot imagemagick chromium debootstrap
 # How many pytest-xdist workers; the machines this runs on have two cores.
 WORKERS ?= auto
 

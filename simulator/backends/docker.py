@@ -51,7 +51,6 @@ except ImportError as missing:  # not a core dependency: say what to install
     ) from missing
 
 from tetherbed import aio
-from tetherbed.event_log import read_events
 from tetherbed.hub.admin_client import HubAdmin
 from tetherbed.launch import create_token
 from tetherbed.simulator.backends.base import (
@@ -82,6 +81,7 @@ from tetherbed.simulator.backends.docker_faults import (
     proxy_fault,
 )
 from tetherbed.simulator.backends.docker_network import RunNetworks, new_run_id
+from tetherbed.simulator.backends.event_files import EventFiles
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
 from tetherbed.transport import MessageTransport
 from tetherbed.ws_transport import connect_websocket
@@ -124,7 +124,6 @@ class _Agent(_Node):
         self.spec = spec
         self.address = address
         self.journal = journal
-        self.journal_read = 0
         self.link: DockerContainer | None = None
         self.link_exit: str | None = None
         self.api: ProxyApi | None = None
@@ -143,7 +142,8 @@ class DockerBackend(Backend):
         self.hub = _Node("hub", "hub")
         self.hub_port = 0
         self.hub_events = workdir / "logs" / "hub-events.jsonl"
-        self._hub_events_read = 0
+        self.event_files = EventFiles(self.recorder, self._wall0)
+        self.event_files.hub(self.hub_events)
         self.agents: dict[str, _Agent] = {}
         self.tokens: dict[tuple[str, str], str] = {}
         self._seeds = random.Random(seed)
@@ -241,6 +241,7 @@ class DockerBackend(Backend):
             self.workdir / "logs" / f"agent-{spec.name}.jsonl",
         )
         self.agents[spec.name] = agent
+        self.event_files.agent(agent.journal, agent.process, spec.session, spec.machine)
         prepare_root(self.agent_root(spec), spec)
         (self.workdir / "agents" / spec.name).mkdir(parents=True, exist_ok=True)
         link = link_container(
@@ -599,23 +600,7 @@ class DockerBackend(Backend):
 
     def _ingest(self) -> None:
         """Move new lines of the hub's and agents' event files into the history."""
-        events = read_events(self.hub_events)
-        for event in events[self._hub_events_read :]:
-            fields = dict(event)
-            at = fields.pop("t") - self._wall0
-            name = fields.pop("event")
-            session = fields.pop("session", None)
-            machine = fields.pop("machine", None)
-            self.recorder.event("hub", name, fields, session=session, machine=machine, time=at)
-        self._hub_events_read = len(events)
-        for agent in self.agents.values():
-            lines = read_events(agent.journal)
-            for event in lines[agent.journal_read :]:
-                fields = dict(event)
-                at = fields.pop("t") - self._wall0
-                name = fields.pop("event")
-                self._agent_event(agent, name, fields, time=at)
-            agent.journal_read = len(lines)
+        self.event_files.ingest()
 
 
 async def _quietly(*awaitables: Any) -> None:

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tetherbed import aio
-from tetherbed.event_log import read_events
 from tetherbed.hub.admin_client import HubAdmin
 from tetherbed.launch import (
     HubProcess,
@@ -36,6 +35,7 @@ from tetherbed.launch import (
     start_hub,
 )
 from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
+from tetherbed.simulator.backends.event_files import EventFiles
 from tetherbed.simulator.proxy import ProxyRegistry
 from tetherbed.simulator.proxy.proxy import FaultProxy
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
@@ -83,7 +83,6 @@ class _Agent:
         self.process: ManagedProcess | None = None
         self.proxy: FaultProxy | None = None
         self.state = NodeState("not_started")
-        self.journal_read = 0
         self.journal: Path | None = None
 
 
@@ -97,7 +96,8 @@ class ProcessBackend(Backend):
         self.hub_state = NodeState("not_started")
         self.hub_port = 0
         self.hub_events = workdir / "logs" / "hub-events.jsonl"
-        self._hub_events_read = 0
+        self.event_files = EventFiles(self.recorder, self._wall0)
+        self.event_files.hub(self.hub_events)
         self.agents = {name: _Agent(spec) for name, spec in self.topology.agents.items()}
         self.tokens: dict[tuple[str, str], str] = {}
         self.registry = ProxyRegistry(random.Random(seed))
@@ -140,6 +140,8 @@ class ProcessBackend(Backend):
         upstream = self.hub_url.split("://", 1)[1].rstrip("/")
         agent.proxy = await self.registry.create(f"agent-{name}", "127.0.0.1:0", upstream)
         agent.journal = self.workdir / "logs" / f"agent-{name}.jsonl"
+        spec = agent.spec
+        self.event_files.agent(agent.journal, f"agent:{name}", spec.session, spec.machine)
         prepare_root(self.agent_root(agent.spec), agent.spec)
 
     async def add_agent(self, spec: AgentSpec) -> None:
@@ -424,22 +426,4 @@ class ProcessBackend(Backend):
 
     def _ingest(self) -> None:
         """Move new lines of the hub's and agents' event files into the history."""
-        events = read_events(self.hub_events)
-        for event in events[self._hub_events_read :]:
-            fields = dict(event)
-            at = fields.pop("t") - self._wall0
-            name = fields.pop("event")
-            session = fields.pop("session", None)
-            machine = fields.pop("machine", None)
-            self.recorder.event("hub", name, fields, session=session, machine=machine, time=at)
-        self._hub_events_read = len(events)
-        for agent in self.agents.values():
-            if agent.journal is None:
-                continue
-            lines = read_events(agent.journal)
-            for event in lines[agent.journal_read :]:
-                fields = dict(event)
-                at = fields.pop("t") - self._wall0
-                name = fields.pop("event")
-                self._agent_event(agent, name, fields, time=at)
-            agent.journal_read = len(lines)
+        self.event_files.ingest()

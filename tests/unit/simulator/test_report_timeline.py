@@ -256,10 +256,10 @@ window.addEventListener('load', () => {
 
 
 def test_the_script_zooms_locates_and_explains(tmp_path: Path) -> None:
-    """Runs the page in headless Chromium when one is installed."""
+    """Runs the page's script in headless Chromium (`make test` installs it)."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
-        pytest.skip("no Chromium to run the page's script")
+        pytest.fail("Chromium is needed to run the page's script: install the Debian package")
     history = scenario()
     page = render_timeline(history, run_checkers(history), "t")
     path = tmp_path / "timeline.html"
