@@ -13,6 +13,7 @@ it is the machine's control daemon (browse, attach, activate, ...).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import json
@@ -124,8 +125,9 @@ class AgentRuntime:
             events = self._journal
         self._event: EventSink = events or _ignore
         self._attempts = 0
-        #: Delays chosen between attempts, in order (the history reads this).
-        self.delays: list[float] = []
+        #: The most recent delays chosen between attempts, oldest first (bounded:
+        #: an agent may run for months; the journal keeps every one).
+        self.delays: collections.deque[float] = collections.deque(maxlen=256)
 
     @property
     def control_mode(self) -> bool:
