@@ -221,7 +221,7 @@ async def _test_fatal_close_codes_stop_for_good(harness_factory, code: int, exit
     assert stop.exit_code is exit_code
     assert str(code) in stop.reason
     assert len(harness.attempts) == 1  # never reconnected
-    assert harness.runtime.delays == []
+    assert not harness.runtime.delays
 
 
 def test_session_revoked_closes_4428_sends_nothing_more_and_is_audited(
