@@ -37,11 +37,6 @@ def outside(tmp_path: Path) -> Path:
     return outside
 
 
-@pytest.fixture
-def jail(root: Path) -> PathJail:
-    return PathJail(str(root))
-
-
 def delete(jail: PathJail, **fields: Any) -> Ack:
     return delete_path(FileDelete(**fields), jail, Limits())
 

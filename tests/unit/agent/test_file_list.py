@@ -44,11 +44,6 @@ def root(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def jail(root: Path) -> PathJail:
-    return PathJail(str(root))
-
-
 def listed(jail: PathJail, **fields: Any) -> FileListResponse:
     return list_directory(FileList(**fields), jail, Limits())
 

@@ -40,11 +40,6 @@ def outside(tmp_path: Path) -> Path:
     return outside
 
 
-@pytest.fixture
-def jail(root: Path) -> PathJail:
-    return PathJail(str(root))
-
-
 def move(jail: PathJail, **fields: Any) -> Ack:
     return move_path(FileMove(**fields), jail, Limits())
 

@@ -22,18 +22,6 @@ from tetherbed.wire.messages import FileRead
 MiB = 1024 * 1024
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
-def jail(root: Path) -> PathJail:
-    return PathJail(str(root))
-
-
 def read(jail: PathJail, limits: Limits | None = None, **fields: Any) -> Any:
     return read_file(FileRead(**fields), jail, limits or Limits())
 

@@ -25,11 +25,6 @@ def root(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def jail(root: Path) -> PathJail:
-    return PathJail(str(root))
-
-
 def stat_of(jail: PathJail, **fields: Any) -> FileStatResponse:
     return stat_path(FileStat(**fields), jail, Limits())
 

@@ -23,23 +23,11 @@ MiB = 1024 * 1024
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
 def outside(tmp_path: Path) -> Path:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("secret")
     return outside
-
-
-@pytest.fixture
-def jail(root: Path) -> PathJail:
-    return PathJail(str(root))
 
 
 def write(jail: PathJail, limits: Limits | None = None, **fields: Any) -> Ack:
