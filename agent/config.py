@@ -57,7 +57,7 @@ class AgentConfig:
     display: str | None = None
     #: Let CLIPBOARD_READ return what the agent itself wrote in the last 30 s.
     clipboard_read_own: bool = False
-    #: Write the simulator's event journal here (JSONL; see tetherbed/event_log.py).
+    #: Write the simulator's event journal here (JSONL; see runtime/event_log.py).
     journal: str | None = None
     #: Deliberate bugs, for proving that the simulator's checkers catch them
     #: (see docs/scenarios.md). Never set in normal use.

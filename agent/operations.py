@@ -12,12 +12,12 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 
-from tetherbed.agent.computer_use import ComputerUse
+from tetherbed.agent.computer_use.service import ComputerUse
 from tetherbed.agent.config import Limits
 from tetherbed.agent.files import FILE_OPERATIONS
 from tetherbed.agent.path_jail import PathJail
 from tetherbed.agent.shell import run_command
-from tetherbed.clock import Clock
+from tetherbed.runtime.clock import Clock
 from tetherbed.wire.codes import ErrorCode
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import CommandResult, ExecuteCommand, MessageType, Payload

@@ -20,7 +20,7 @@ from enum import Enum, auto
 from tetherbed.agent.actions import Action, Close, Log, Ready, Revoked, Run, Send
 from tetherbed.agent.config import Limits
 from tetherbed.agent.exit_codes import AgentExit
-from tetherbed.clock import Clock
+from tetherbed.runtime.clock import Clock
 from tetherbed.wire import catalog
 from tetherbed.wire.codes import CloseCode, ErrorCode, ExtensionCode
 from tetherbed.wire.envelope import (

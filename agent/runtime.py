@@ -28,22 +28,22 @@ from typing import Any, Protocol
 import msgspec
 
 from tetherbed.agent.actions import Action, Close, Log, Ready, Revoked, Run, Send
-from tetherbed.agent.audit_key import default_state_dir
-from tetherbed.agent.audit_redaction import (
+from tetherbed.agent.audit.key import default_state_dir
+from tetherbed.agent.audit.redaction import (
     AuditOp,
     audit_details,
     fatal_close_details,
     session_revoked_details,
 )
-from tetherbed.agent.audit_sink import AuditSink, NullAuditSink
+from tetherbed.agent.audit.sink import AuditSink, NullAuditSink
 from tetherbed.agent.backoff import HEALTHY_AFTER_SECONDS, Backoff
 from tetherbed.agent.config import AgentConfig, Limits
 from tetherbed.agent.exit_codes import AgentExit, exit_for_close
 from tetherbed.agent.hello import build_hello, default_machine_id
 from tetherbed.agent.protocol import AgentProtocol
-from tetherbed.clock import Clock, SystemClock
-from tetherbed.event_log import EventLog, EventSink
-from tetherbed.transport import Connector, MessageTransport, TransportClosed, UpgradeRefused
+from tetherbed.runtime.clock import Clock, SystemClock
+from tetherbed.runtime.event_log import EventLog, EventSink
+from tetherbed.runtime.transport import Connector, MessageTransport, TransportClosed, UpgradeRefused
 from tetherbed.wire.codes import CloseCode, ErrorCode, is_fatal_close
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import Ack, Capability, HardwareDevice, MessageType, Payload
@@ -155,7 +155,7 @@ class AgentRuntime:
         """Computer use on the configured display, when one works (checked once)."""
         if self.config.display == "":
             return None
-        from tetherbed.agent.computer_use import ComputerUse, probe
+        from tetherbed.agent.computer_use.service import ComputerUse, probe
 
         info = probe(self.config.display)
         self._desktop = info

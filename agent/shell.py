@@ -35,7 +35,7 @@ import msgspec
 from tetherbed.agent.config import Limits
 from tetherbed.agent.environment import safe_environment
 from tetherbed.agent.shell_selector import Which, shell_argv
-from tetherbed.clock import Clock
+from tetherbed.runtime.clock import Clock
 from tetherbed.wire.codes import ErrorCode, ExtensionCode
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.limits import ENVELOPE_HEADROOM_BYTES, FRAME_LIMIT_BYTES

@@ -33,7 +33,7 @@ from websockets.exceptions import ConnectionClosed
 from tetherbed.agent.actions import Close, Log, Ready, Run, Send
 from tetherbed.agent.config import Limits
 from tetherbed.agent.protocol import AgentProtocol
-from tetherbed.clock import SystemClock
+from tetherbed.runtime.clock import SystemClock
 from tetherbed.wire.host import normalize_arch
 from tetherbed.wire.limits import FRAME_LIMIT_BYTES
 from tetherbed.wire.messages import Capability, FileStatResponse, Hello, MessageType

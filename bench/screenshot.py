@@ -163,8 +163,8 @@ def scrot_convert(display: str, workdir: Path) -> int:
 
 
 async def in_process_shooter(display: str) -> tuple[Callable[[], Awaitable[int]], Any]:
-    from tetherbed.agent.computer_use import ComputerUse
-    from tetherbed.clock import SystemClock
+    from tetherbed.agent.computer_use.service import ComputerUse
+    from tetherbed.runtime.clock import SystemClock
     from tetherbed.wire.messages import MessageType, ScreenshotRequest
 
     cu = ComputerUse(display, clock=SystemClock(), include_desktop_files=False)
@@ -180,7 +180,7 @@ async def in_process_shooter(display: str) -> tuple[Callable[[], Awaitable[int]]
 @contextlib.asynccontextmanager
 async def hub_stack(display: str, workdir: Path) -> Any:
     """A real hub and agent on loopback, the agent on `display`; yields a client."""
-    from tetherbed.hub.client import HubSandbox
+    from tetherbed.client.sandbox import HubSandbox
     from tetherbed.launch import start_agent, start_hub
 
     os.environ["DISPLAY"] = display  # start_agent passes its environment on
@@ -216,7 +216,7 @@ def hub_shooter(sandbox: Any) -> Callable[[], Awaitable[int]]:
 
 async def hub_is_wired(shoot: Callable[[], Awaitable[int]]) -> str | None:
     """None if a SCREENSHOT_REQUEST gets through; else why not."""
-    from tetherbed.hub.client_errors import HubError
+    from tetherbed.client.errors import HubError
 
     try:
         await shoot()

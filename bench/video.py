@@ -37,7 +37,7 @@ from tests.native.harness import NativeProcess  # noqa: E402
 from tests.native.screen_noise import ScreenNoise  # noqa: E402
 from tetherbed.agent.desktop.xvfb import XvfbDisplay  # noqa: E402
 from tetherbed.agent.native.devices import register_device  # noqa: E402
-from tetherbed.agent.native.video_viewer import Viewer  # noqa: E402
+from tetherbed.agent.native.video.viewer import Viewer  # noqa: E402
 
 ORIGIN = "http://127.0.0.1:4173"
 WARMUP_S = 1.0

@@ -22,7 +22,6 @@ from typing import Any
 
 import msgspec
 
-from tetherbed.clock import Clock
 from tetherbed.hub.actions import Close, HubAction, Send
 from tetherbed.hub.config import HubConfig
 from tetherbed.hub.handshake import Accepted, answer_hello
@@ -30,6 +29,7 @@ from tetherbed.hub.links import AgentLink, AgentState, ClientLink, Route, Target
 from tetherbed.hub.ownership import Verdict, decide
 from tetherbed.hub.retry import can_retry, prepare_retry
 from tetherbed.hub.timers import Timers
+from tetherbed.runtime.clock import Clock
 from tetherbed.wire import catalog
 from tetherbed.wire.codes import CloseCode, ErrorCode, ExtensionCode
 from tetherbed.wire.envelope import (

@@ -18,8 +18,6 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from tetherbed.clock import SystemClock
-from tetherbed.event_log import EventLog, EventSink
 from tetherbed.hub.actions import Close, HubAction, Send
 from tetherbed.hub.admission import Refusal, admit_agent, admit_client, bearer_token
 from tetherbed.hub.config import HubConfig
@@ -27,6 +25,8 @@ from tetherbed.hub.core import HubCore
 from tetherbed.hub.links import ClientLink
 from tetherbed.hub.store import HubStore
 from tetherbed.hub.timer_driver import CoreTimer
+from tetherbed.runtime.clock import SystemClock
+from tetherbed.runtime.event_log import EventLog, EventSink
 from tetherbed.wire.codes import CloseCode
 from tetherbed.wire.limits import FRAME_LIMIT_BYTES
 

@@ -21,7 +21,7 @@ from tetherbed.simulator.reports import RunResult, overall_verdict
 from tetherbed.simulator.reports.junit import write_junit
 from tetherbed.simulator.reports.results import write_results
 from tetherbed.simulator.reports.table import print_table
-from tetherbed.simulator.reports.timeline import write_timeline
+from tetherbed.simulator.reports.timeline.render import write_timeline
 from tetherbed.simulator.runner import RunOutcome, replay_command, run_scenario
 from tetherbed.simulator.scenario import ScenarioError, load_all
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import msgspec
 
+from tetherbed.runtime.transport import MessageTransport, TransportClosed, UpgradeRefused
 from tetherbed.simulator.recorder import Recorder
 from tetherbed.simulator.scenario import ClientSpec
-from tetherbed.transport import MessageTransport, TransportClosed, UpgradeRefused
 from tetherbed.wire.catalog import STREAMING_RESPONSES
 from tetherbed.wire.envelope import EMPTY_PAYLOAD, Envelope, decode_envelope, encode_message
 from tetherbed.wire.errors import WireError

@@ -68,7 +68,7 @@ def backend_factory(name: str) -> BackendFactory:
 
         return ProcessBackend
     if name == "docker":
-        from tetherbed.simulator.backends.docker import DockerBackend
+        from tetherbed.simulator.backends.docker.backend import DockerBackend
 
         return DockerBackend
     raise ValueError(f"unknown backend {name!r} (sim, process, docker)")

@@ -9,7 +9,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from tetherbed import __version__, aio
+from tetherbed import __version__
+from tetherbed.runtime import event_loop
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -258,14 +259,14 @@ def _hub(args: argparse.Namespace) -> int:
         if value is not None:
             setattr(config, field, value)
     host, port = args.listen
-    aio.run(serve(config, store, host, port, events=args.events))
+    event_loop.run(serve(config, store, host, port, events=args.events))
     return 0
 
 
 def _revoke(args: argparse.Namespace) -> int:
     import os
 
-    from tetherbed.hub.admin_client import HubAdmin, HubError
+    from tetherbed.client.admin import HubAdmin, HubError
 
     token = args.token or os.environ.get("TETHERBED_CLIENT_TOKEN")
     if not token:
@@ -291,7 +292,7 @@ def _agent(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     if args.agent_command == "audit":
-        from tetherbed.agent.audit_verify import main as verify_main
+        from tetherbed.agent.audit.verify import main as verify_main
 
         argv = [args.file]
         if args.verify_state_dir:
@@ -300,10 +301,10 @@ def _agent(args: argparse.Namespace) -> int:
             argv += ["--key-file", args.key_file]
         return verify_main(argv)
 
-    from tetherbed.agent.audit import AuditLogError
+    from tetherbed.agent.audit.log import AuditLogError
     from tetherbed.agent.config import AgentConfig, Limits
     from tetherbed.agent.runtime import AgentRuntime
-    from tetherbed.ws_transport import connect_websocket
+    from tetherbed.runtime.websocket_transport import connect_websocket
 
     def usage(message: str) -> int:
         print(f"tetherbed agent: {message}", file=sys.stderr)
@@ -384,7 +385,7 @@ def _agent(args: argparse.Namespace) -> int:
             print(f"tetherbed agent: {stop.reason}", file=sys.stderr)
         return int(stop.exit_code)
 
-    return aio.run(run())
+    return event_loop.run(run())
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tetherbed.hub.client import CommandExitException, HubError, HubSandbox
+from tetherbed.client.sandbox import CommandExitException, HubError, HubSandbox
 from tetherbed.launch import start_agent, start_hub
 
 SESSION = "demo-session"

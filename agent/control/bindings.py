@@ -43,7 +43,7 @@ from tetherbed.agent.control.launcher import (
     ChildSpec,
     Launcher,
 )
-from tetherbed.clock import Clock
+from tetherbed.runtime.clock import Clock
 from tetherbed.wire.codes import ErrorCode
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import Ack, SessionActivated, SessionAttached, SessionRestored

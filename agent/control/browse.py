@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tetherbed.agent.control import fingerprint as fp
-from tetherbed.clock import Clock
+from tetherbed.runtime.clock import Clock
 from tetherbed.wire.codes import ErrorCode
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import DirectoryEntry, DirectoryListRequest, DirectoryListResponse

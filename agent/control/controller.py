@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tetherbed.agent import audit_key
+from tetherbed.agent.audit import key as audit_key
 from tetherbed.agent.config import AgentConfig, Limits
 from tetherbed.agent.control import grant
 from tetherbed.agent.control.bindings import (
@@ -52,7 +52,7 @@ from tetherbed.agent.control.bindings import (
 from tetherbed.agent.control.browse import Browser, random_token
 from tetherbed.agent.control.children import ProcessLauncher
 from tetherbed.agent.control.launcher import IDLE_EXIT_SECONDS, Launcher
-from tetherbed.clock import Clock
+from tetherbed.runtime.clock import Clock
 from tetherbed.wire.codes import ExtensionCode
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import (

@@ -26,7 +26,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tetherbed.agent.audit_key import ROOT_GRANT_LABEL, derive
+from tetherbed.agent.audit.key import ROOT_GRANT_LABEL, derive
 from tetherbed.agent.control.fingerprint import is_fingerprint
 from tetherbed.wire.codes import ErrorCode
 from tetherbed.wire.errors import ProtocolError

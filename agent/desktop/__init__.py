@@ -12,6 +12,6 @@
 
 Only input, keys, keyboard_map, windows and clipboard import python-xlib at
 import time; capture and encode import mss, Pillow and PyAV on first use. So
-this package, errors, xvfb, session and apps - and agent/computer_use.py -
+this package, errors, xvfb, session and apps - and agent/computer_use/service.py -
 import fine on a host without the desktop extra (probe() then says None).
 """

@@ -14,7 +14,7 @@ from typing import Any
 
 from tetherbed.agent.desktop.errors import DependencyMissing, DesktopError, DisplayUnavailable
 from tetherbed.agent.desktop.xdisplay import diagnose
-from tetherbed.clock import Clock, SystemClock
+from tetherbed.runtime.clock import Clock, SystemClock
 
 #: `grab(monitor=ALL_MONITORS)` captures the bounding box of every monitor.
 ALL_MONITORS = -1

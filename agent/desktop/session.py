@@ -12,7 +12,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from tetherbed.agent.desktop.capture import ScreenCapture
-from tetherbed.clock import Clock
+from tetherbed.runtime.clock import Clock
 
 if TYPE_CHECKING:
     from tetherbed.agent.desktop.clipboard import ClipboardOwner

@@ -32,9 +32,9 @@ from tetherbed.agent.native.operations import MAX_OPERATIONS, OPERATION_TTL_S, O
 from tetherbed.agent.native.protocol import PROTOCOL, Request
 from tetherbed.agent.native.quality import PRESETS, Quality
 from tetherbed.agent.native.session import Session
-from tetherbed.agent.native.video_flow import OutFrame
-from tetherbed.agent.native.video_listener import TRANSPORT, VideoListener
-from tetherbed.agent.native.video_pipeline import VideoPipeline
+from tetherbed.agent.native.video.flow import OutFrame
+from tetherbed.agent.native.video.listener import TRANSPORT, VideoListener
+from tetherbed.agent.native.video.pipeline import VideoPipeline
 
 log = logging.getLogger(__name__)
 VIDEO_PROTOCOLS = ["h264-annexb/1", "nv12/1"]

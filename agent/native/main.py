@@ -84,10 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.dup2(2, 1)
     _logging(args.log_dir)
 
-    from tetherbed import aio
     from tetherbed.agent.native.adapter import Options
     from tetherbed.agent.native.devices import default_registry_path
     from tetherbed.agent.native.stdio import serve
+    from tetherbed.runtime import event_loop
 
     options = Options(
         video_ws=args.video_ws,
@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         registry=str(default_registry_path()),
     )
     try:
-        return aio.run(serve(options, in_fd=0, out_fd=out_fd, password_fd=args.password_fd))
+        return event_loop.run(serve(options, in_fd=0, out_fd=out_fd, password_fd=args.password_fd))
     finally:
         try:
             os.close(out_fd)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tetherbed.runtime.transport import MessageTransport
 from tetherbed.simulator.recorder import Recorder
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
-from tetherbed.transport import MessageTransport
 
 T = TypeVar("T")
 

@@ -1,7 +1,7 @@
 """Reads the event files real hubs and agents write into the run's history.
 
 A hub started with `--events FILE` and an agent with `--journal FILE` write
-one JSON line per event (tetherbed/event_log.py). Backends that run real
+one JSON line per event (runtime/event_log.py). Backends that run real
 processes or containers register those files here and call `ingest()` as
 often as they like: each call moves only the lines added since the last one,
 converting their wall-clock stamps into the run's time.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tetherbed.event_log import read_events
+from tetherbed.runtime.event_log import read_events
 from tetherbed.simulator.recorder import Recorder
 
 

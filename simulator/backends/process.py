@@ -25,8 +25,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tetherbed import aio
-from tetherbed.hub.admin_client import HubAdmin
+from tetherbed.client.admin import HubAdmin
 from tetherbed.launch import (
     HubProcess,
     ManagedProcess,
@@ -34,13 +33,14 @@ from tetherbed.launch import (
     spawn_tetherbed,
     start_hub,
 )
+from tetherbed.runtime import event_loop
+from tetherbed.runtime.transport import MessageTransport
+from tetherbed.runtime.websocket_transport import connect_websocket
 from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
 from tetherbed.simulator.backends.event_files import EventFiles
 from tetherbed.simulator.proxy import ProxyRegistry
 from tetherbed.simulator.proxy.proxy import FaultProxy
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
-from tetherbed.transport import MessageTransport
-from tetherbed.ws_transport import connect_websocket
 
 T = TypeVar("T")
 
@@ -107,7 +107,7 @@ class ProcessBackend(Backend):
     # --- running -------------------------------------------------------------------
 
     def run(self, main: Coroutine[Any, Any, T]) -> T:
-        return aio.run(main)
+        return event_loop.run(main)
 
     def now(self) -> float:
         return time.time() - self._wall0

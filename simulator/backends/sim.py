@@ -17,19 +17,19 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tetherbed.agent.audit_sink import NullAuditSink
+from tetherbed.agent.audit.sink import NullAuditSink
 from tetherbed.agent.config import AgentConfig, Limits
 from tetherbed.agent.operations import DataOperations
 from tetherbed.agent.runtime import AgentRuntime
 from tetherbed.hub.config import HubConfig, OwnershipPolicy
 from tetherbed.hub.store import HubStore
+from tetherbed.runtime.transport import MessageTransport
 from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
 from tetherbed.simulator.sim.hub_node import SimHub
 from tetherbed.simulator.sim.network import Rule, SimNetwork
 from tetherbed.simulator.sim.shell import run_sim_command
 from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop
-from tetherbed.transport import MessageTransport
 
 T = TypeVar("T")
 

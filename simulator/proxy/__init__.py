@@ -9,7 +9,7 @@ from tetherbed.simulator.proxy.partition import Partition
 from tetherbed.simulator.proxy.proxy import FaultProxy
 from tetherbed.simulator.proxy.registry import ProxyRegistry
 from tetherbed.simulator.proxy.toxics import TOXIC_TYPES, Toxic
-from tetherbed.simulator.proxy.ws_rules import MessageRule
+from tetherbed.simulator.proxy.ws.rules import MessageRule
 
 __all__ = [
     "TOXIC_TYPES",

@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from tetherbed import aio
+from tetherbed.runtime import event_loop
 from tetherbed.simulator.proxy import errors
 from tetherbed.simulator.proxy.addresses import parse_address
 from tetherbed.simulator.proxy.registry import ProxyRegistry
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    return aio.run(_serve(args))
+    return event_loop.run(_serve(args))
 
 
 async def _serve(args: argparse.Namespace) -> int:

@@ -24,7 +24,7 @@ from tetherbed.simulator.proxy.chain import ToxicChain
 from tetherbed.simulator.proxy.events import Signal
 from tetherbed.simulator.proxy.pump import DirectionPump
 from tetherbed.simulator.proxy.streams import DOWNSTREAM, STREAMS, UPSTREAM, Stream
-from tetherbed.simulator.proxy.ws_session import (
+from tetherbed.simulator.proxy.ws.session import (
     CallAt,
     EndConnection,
     Send,

@@ -26,7 +26,7 @@ from tetherbed.simulator.proxy.connection import ProxiedConnection
 from tetherbed.simulator.proxy.partition import Partition, Partitions
 from tetherbed.simulator.proxy.streams import Stream, select_streams
 from tetherbed.simulator.proxy.toxics import Toxic
-from tetherbed.simulator.proxy.ws_rules import MessageRule, RuleBook, check_close
+from tetherbed.simulator.proxy.ws.rules import MessageRule, RuleBook, check_close
 
 log = logging.getLogger(__name__)
 STOP_GRACE = 5.0

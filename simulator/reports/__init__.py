@@ -14,7 +14,7 @@ from tetherbed.simulator.reports.results import (
     write_results,
 )
 from tetherbed.simulator.reports.table import print_table, render_table
-from tetherbed.simulator.reports.timeline import render_timeline, write_timeline
+from tetherbed.simulator.reports.timeline.render import render_timeline, write_timeline
 
 __all__ = [
     "RunResult",

@@ -10,15 +10,15 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tetherbed.clock import Clock
 from tetherbed.hub.actions import Close, HubAction, Send
 from tetherbed.hub.admission import Refusal, admit_agent, admit_client, bearer_token
 from tetherbed.hub.config import HubConfig
 from tetherbed.hub.core import HubCore
 from tetherbed.hub.store import HubStore
 from tetherbed.hub.timer_driver import CoreTimer
+from tetherbed.runtime.clock import Clock
+from tetherbed.runtime.transport import TransportClosed
 from tetherbed.simulator.sim.network import SimEndpoint, SimNetwork
-from tetherbed.transport import TransportClosed
 
 _AGENT = "/ws/local-executor"
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from tetherbed.transport import TransportClosed, UpgradeRefused
+from tetherbed.runtime.transport import TransportClosed, UpgradeRefused
 
 #: Base one-way latency of every link, and its jitter (seconds).
 BASE_LATENCY = 0.001

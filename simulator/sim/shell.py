@@ -22,7 +22,7 @@ import shlex
 from collections.abc import Mapping
 
 from tetherbed.agent.config import Limits
-from tetherbed.clock import Clock
+from tetherbed.runtime.clock import Clock
 from tetherbed.wire.codes import ExtensionCode
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import CommandResult, ExecuteCommand

@@ -124,8 +124,8 @@ def probe_app(xvfb: XvfbDisplay, tmp_path_factory: pytest.TempPathFactory) -> It
 @pytest.fixture
 async def computer_use(xvfb: XvfbDisplay) -> AsyncIterator[Any]:
     """A ComputerUse on the module's display, with every feature and default limits."""
-    from tetherbed.agent.computer_use import ComputerUse
-    from tetherbed.clock import SystemClock
+    from tetherbed.agent.computer_use.service import ComputerUse
+    from tetherbed.runtime.clock import SystemClock
 
     cu = ComputerUse(xvfb.name, clock=SystemClock(), include_desktop_files=False)
     try:

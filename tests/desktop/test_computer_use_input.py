@@ -9,9 +9,9 @@ import pytest
 
 from tests.desktop.conftest import ProbeApp
 from tests.desktop.helpers import clear_entry
-from tetherbed.agent.computer_use import ComputerUse
+from tetherbed.agent.computer_use.service import ComputerUse
 from tetherbed.agent.desktop.xvfb import XvfbDisplay
-from tetherbed.clock import SystemClock
+from tetherbed.runtime.clock import SystemClock
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import (
     Ack,

@@ -6,11 +6,11 @@ import uuid
 
 import pytest
 
-from tetherbed.agent.computer_use_bounds import check_point, check_region, clip_to_screen
-from tetherbed.agent.computer_use_clipboard import ClipboardPolicy
-from tetherbed.agent.computer_use_windows import WindowIds
+from tetherbed.agent.computer_use.bounds import check_point, check_region, clip_to_screen
+from tetherbed.agent.computer_use.clipboard import ClipboardPolicy
+from tetherbed.agent.computer_use.windows import WindowIds
 from tetherbed.agent.desktop.capture import Monitor
-from tetherbed.clock import ManualClock
+from tetherbed.runtime.clock import ManualClock
 from tetherbed.wire.errors import ProtocolError
 
 #: Two side-by-side monitors of different heights: (1920+1280) x 1080, with a hole.

@@ -9,11 +9,11 @@ import pytest
 from PIL import Image
 
 from tests.desktop.conftest import ProbeApp
-from tetherbed.agent.computer_use import ComputerUse
-from tetherbed.agent.computer_use_screenshot import FRAME_SAFE_RAW_BYTES
+from tetherbed.agent.computer_use.screenshot import FRAME_SAFE_RAW_BYTES
+from tetherbed.agent.computer_use.service import ComputerUse
 from tetherbed.agent.config import Limits
 from tetherbed.agent.desktop.xvfb import XvfbDisplay
-from tetherbed.clock import SystemClock
+from tetherbed.runtime.clock import SystemClock
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import Empty, MessageType, ScreenshotRequest, ScreenshotResponse
 

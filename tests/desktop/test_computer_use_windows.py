@@ -10,11 +10,11 @@ import pytest
 from Xlib import X
 
 from tests.desktop.conftest import ProbeApp, start_probe_app
-from tetherbed.agent.computer_use import ComputerUse
+from tetherbed.agent.computer_use.service import ComputerUse
 from tetherbed.agent.desktop.apps import AppEntry
 from tetherbed.agent.desktop.xdisplay import open_display
 from tetherbed.agent.desktop.xvfb import XvfbDisplay
-from tetherbed.clock import SystemClock
+from tetherbed.runtime.clock import SystemClock
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import (
     Ack,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tetherbed.agent.computer_use import ALL_FEATURES, ComputerUse, probe
+from tetherbed.agent.computer_use.service import ALL_FEATURES, ComputerUse, probe
 from tetherbed.agent.desktop.xvfb import XvfbDisplay
-from tetherbed.clock import SystemClock
+from tetherbed.runtime.clock import SystemClock
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import MessageType, ScreenshotRequest
 

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from tetherbed.agent.desktop.xvfb import XvfbDisplay
-from tetherbed.hub.client import HubError, HubSandbox
+from tetherbed.client.sandbox import HubError, HubSandbox
 from tetherbed.launch import HubProcess, ManagedProcess, start_agent, start_hub
 from tetherbed.wire.messages import MessageType
 

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from tests.docker.conftest import Stack
-from tetherbed.hub.client import HubSandbox
+from tetherbed.client.sandbox import HubSandbox
 from tetherbed.wire.messages import MessageType
 
 # One xdist worker runs them all: they share one stack (and one image build).

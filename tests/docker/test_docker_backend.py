@@ -17,7 +17,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tetherbed.simulator.backends.docker_network import RUN_LABEL, new_run_id
+from tetherbed.simulator.backends.docker.network import RUN_LABEL, new_run_id
 from tetherbed.simulator.history import History, Record
 from tetherbed.simulator.runner import RunOutcome, run_scenario
 from tetherbed.simulator.scenario import load

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tetherbed.hub.admin_client import HubAdmin
-from tetherbed.hub.client import HubError, HubSandbox
-from tetherbed.hub.machine_client import MachineControl
+from tetherbed.client.admin import HubAdmin
+from tetherbed.client.machine import MachineControl
+from tetherbed.client.sandbox import HubError, HubSandbox
 from tetherbed.launch import start_control_agent, start_hub
 
 pytestmark = pytest.mark.e2e

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tetherbed.agent.backoff import Backoff
-from tetherbed.hub.admin_client import HubAdmin
-from tetherbed.hub.client import HubSandbox
+from tetherbed.client.admin import HubAdmin
+from tetherbed.client.sandbox import HubSandbox
 from tetherbed.launch import start_agent, start_hub
 
 pytestmark = pytest.mark.e2e

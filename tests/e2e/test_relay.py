@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from tetherbed.hub.client import (
+from tetherbed.client.sandbox import (
     AuthenticationError,
     CommandExitException,
     HubError,
@@ -20,7 +20,7 @@ from tetherbed.hub.client import (
     NotFoundError,
 )
 from tetherbed.launch import start_agent
-from tetherbed.ws_transport import connect_websocket
+from tetherbed.runtime.websocket_transport import connect_websocket
 
 from .conftest import Stack
 

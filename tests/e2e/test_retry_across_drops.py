@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tetherbed.hub.client import HubSandbox, OutcomeUnknownError
+from tetherbed.client.sandbox import HubSandbox, OutcomeUnknownError
 from tetherbed.launch import start_agent, start_hub
 from tetherbed.simulator.proxy import ProxyRegistry
 

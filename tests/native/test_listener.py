@@ -13,10 +13,10 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from tetherbed.agent.native import video_frames as vf
-from tetherbed.agent.native.video_flow import OutFrame
-from tetherbed.agent.native.video_listener import CLOSE_POLICY, CLOSE_STALLED, VideoListener
-from tetherbed.agent.native.video_viewer import Viewer
+from tetherbed.agent.native.video import frames as vf
+from tetherbed.agent.native.video.flow import OutFrame
+from tetherbed.agent.native.video.listener import CLOSE_POLICY, CLOSE_STALLED, VideoListener
+from tetherbed.agent.native.video.viewer import Viewer
 
 ORIGIN = "http://127.0.0.1:5000"
 

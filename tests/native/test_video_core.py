@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tetherbed.agent.native import video_frames as vf
 from tetherbed.agent.native.errors import Code, NativeError
 from tetherbed.agent.native.tickets import TicketBook, TicketRejected
-from tetherbed.agent.native.video_flow import (
+from tetherbed.agent.native.video import frames as vf
+from tetherbed.agent.native.video.flow import (
     MAX_UNACKED_BYTES,
     FlowViolation,
     Handoff,

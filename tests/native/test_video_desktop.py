@@ -20,8 +20,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.native.harness import NativeProcess
 from tests.native.screen_noise import ScreenNoise
-from tetherbed.agent.native.video_frames import CDN1, CDV1, nal_unit_types
-from tetherbed.agent.native.video_viewer import Viewer
+from tetherbed.agent.native.video.frames import CDN1, CDV1, nal_unit_types
+from tetherbed.agent.native.video.viewer import Viewer
 
 pytestmark = pytest.mark.xvfb
 ORIGIN = "http://127.0.0.1:4173"

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from tetherbed.agent import audit
-from tetherbed.agent.audit import (
+from tetherbed.agent.audit import log as audit
+from tetherbed.agent.audit.key import AUDIT_CHAIN_LABEL
+from tetherbed.agent.audit.log import (
     FIELDS,
     GENESIS_HMAC,
     LOG_RECOVERED,
@@ -23,9 +24,8 @@ from tetherbed.agent.audit import (
     AuditLogError,
     canonical_json,
 )
-from tetherbed.agent.audit_key import AUDIT_CHAIN_LABEL
-from tetherbed.agent.audit_verify import verify
-from tetherbed.clock import ManualClock
+from tetherbed.agent.audit.verify import verify
+from tetherbed.runtime.clock import ManualClock
 
 KEY = bytes(range(32))
 OTHER_KEY = bytes(range(1, 33))

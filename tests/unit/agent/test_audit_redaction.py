@@ -10,8 +10,8 @@ import msgspec
 import msgspec.inspect as mi
 import pytest
 
-from tetherbed.agent.audit import canonical_json
-from tetherbed.agent.audit_redaction import (
+from tetherbed.agent.audit.log import canonical_json
+from tetherbed.agent.audit.redaction import (
     MAX_TEXT_CHARS,
     audit_details,
     connect_details,

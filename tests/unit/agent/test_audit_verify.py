@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from tetherbed.agent.audit import AuditLog, canonical_json, chain_key
-from tetherbed.agent.audit_key import load_or_create
-from tetherbed.agent.audit_verify import Problem, main, verify
-from tetherbed.clock import ManualClock
+from tetherbed.agent.audit.key import load_or_create
+from tetherbed.agent.audit.log import AuditLog, canonical_json, chain_key
+from tetherbed.agent.audit.verify import Problem, main, verify
+from tetherbed.runtime.clock import ManualClock
 
 KEY = bytes(range(32))
 WRONG_KEY = b"\xee" * 32

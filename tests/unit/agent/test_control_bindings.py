@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tetherbed.agent import audit_key
+from tetherbed.agent.audit import key as audit_key
 from tetherbed.agent.config import AgentConfig, Limits
 from tetherbed.agent.control import fingerprint as fp
 from tetherbed.agent.control import grant
@@ -19,7 +19,7 @@ from tetherbed.agent.control.bindings import AuditEvent, BindingState
 from tetherbed.agent.control.children import ProcessLauncher
 from tetherbed.agent.control.controller import ControlOperations
 from tetherbed.agent.control.launcher import IDLE_EXIT_CODE, ChildSpec, ExitCallback
-from tetherbed.clock import ManualClock
+from tetherbed.runtime.clock import ManualClock
 from tetherbed.wire.codes import ErrorCode, ExtensionCode
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import (

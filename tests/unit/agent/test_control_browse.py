@@ -11,7 +11,7 @@ import pytest
 from tetherbed.agent.control import browse
 from tetherbed.agent.control import fingerprint as fp
 from tetherbed.agent.control.browse import Browser
-from tetherbed.clock import ManualClock
+from tetherbed.runtime.clock import ManualClock
 from tetherbed.wire.codes import ErrorCode
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import DirectoryListRequest, DirectoryListResponse

@@ -24,7 +24,7 @@ from tetherbed.agent.control.children import (
 )
 from tetherbed.agent.control.controller import ControlOperations
 from tetherbed.agent.control.launcher import ChildSpec
-from tetherbed.clock import ManualClock
+from tetherbed.runtime.clock import ManualClock
 from tetherbed.wire.messages import (
     ActivateSession,
     AttachSession,

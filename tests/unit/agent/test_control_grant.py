@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tetherbed.agent.audit_key import ROOT_GRANT_LABEL, derive
+from tetherbed.agent.audit.key import ROOT_GRANT_LABEL, derive
 from tetherbed.agent.control import grant
 from tetherbed.agent.control.grant import GrantClaims
 from tetherbed.wire.codes import ErrorCode

@@ -12,7 +12,7 @@ from tetherbed.agent.actions import Close, Log, Ready, Revoked, Run, Send
 from tetherbed.agent.config import Limits
 from tetherbed.agent.exit_codes import AgentExit
 from tetherbed.agent.protocol import AgentProtocol, State
-from tetherbed.clock import ManualClock
+from tetherbed.runtime.clock import ManualClock
 from tetherbed.wire.messages import Ack, Hello
 
 SESSION = "sess-1"

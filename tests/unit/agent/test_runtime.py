@@ -16,14 +16,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from tetherbed.agent.audit_key import load_or_create
-from tetherbed.agent.audit_verify import verify
+from tetherbed.agent.audit.key import load_or_create
+from tetherbed.agent.audit.verify import verify
 from tetherbed.agent.backoff import Backoff
 from tetherbed.agent.config import AgentConfig
 from tetherbed.agent.exit_codes import AgentExit
 from tetherbed.agent.runtime import AgentRuntime
+from tetherbed.runtime.transport import TransportClosed, UpgradeRefused
 from tetherbed.simulator.virtual_time import VirtualClock, run_virtual
-from tetherbed.transport import TransportClosed, UpgradeRefused
 
 
 class FakeConnection:

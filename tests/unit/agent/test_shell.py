@@ -21,7 +21,7 @@ from tetherbed.agent.shell import (
     effective_timeout,
     run_command,
 )
-from tetherbed.clock import SystemClock
+from tetherbed.runtime.clock import SystemClock
 from tetherbed.wire.codes import ErrorCode, ExtensionCode
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import CommandResult, ExecuteCommand

@@ -8,11 +8,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from tetherbed.clock import ManualClock
 from tetherbed.hub.actions import Close, Send
 from tetherbed.hub.config import HubConfig, OwnershipPolicy
 from tetherbed.hub.core import HubCore
 from tetherbed.hub.links import AgentLink, ClientLink
+from tetherbed.runtime.clock import ManualClock
 
 
 class Peer:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tetherbed.simulator.proxy.ws_frames import (
+from tetherbed.simulator.proxy.ws.frames import (
     OP_BINARY,
     OP_CLOSE,
     OP_CONTINUATION,
@@ -25,7 +25,7 @@ from tetherbed.simulator.proxy.ws_frames import (
     close_payload,
     parse_close_payload,
 )
-from tetherbed.simulator.proxy.ws_messages import Message, MessageAssembler, message_type
+from tetherbed.simulator.proxy.ws.messages import Message, MessageAssembler, message_type
 
 # -- strategies ----------------------------------------------------------------
 

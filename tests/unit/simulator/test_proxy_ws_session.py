@@ -9,7 +9,7 @@ import pytest
 
 from tetherbed.simulator.proxy import errors
 from tetherbed.simulator.proxy.streams import DOWNSTREAM, UPSTREAM
-from tetherbed.simulator.proxy.ws_frames import (
+from tetherbed.simulator.proxy.ws.frames import (
     OP_CLOSE,
     OP_CONTINUATION,
     OP_PING,
@@ -19,8 +19,8 @@ from tetherbed.simulator.proxy.ws_frames import (
     close_payload,
     parse_close_payload,
 )
-from tetherbed.simulator.proxy.ws_rules import MessageRule, RuleBook
-from tetherbed.simulator.proxy.ws_session import CallAt, EndConnection, Send, SendEof, WsSession
+from tetherbed.simulator.proxy.ws.rules import MessageRule, RuleBook
+from tetherbed.simulator.proxy.ws.session import CallAt, EndConnection, Send, SendEof, WsSession
 
 REQUEST = (
     b"GET /ws/local-executor HTTP/1.1\r\nHost: hub\r\nUpgrade: websocket\r\n"

@@ -15,8 +15,8 @@ import pytest
 
 from tetherbed.simulator.checkers import Verdict, run_checkers
 from tetherbed.simulator.history import History
-from tetherbed.simulator.reports.timeline import render_timeline, write_timeline
-from tetherbed.simulator.reports.timeline_model import BULK_LIMIT, build_timeline, pack
+from tetherbed.simulator.reports.timeline.model import BULK_LIMIT, build_timeline, pack
+from tetherbed.simulator.reports.timeline.render import render_timeline, write_timeline
 
 VOID = {"meta", "br", "img", "input", "link", "hr", "col", "area", "base", "wbr", "source"}
 

@@ -8,9 +8,9 @@ import random
 import msgspec
 import pytest
 
+from tetherbed.runtime.transport import TransportClosed, UpgradeRefused
 from tetherbed.simulator.sim.network import Rule, SimEndpoint, SimNetwork
 from tetherbed.simulator.virtual_time import run_virtual
-from tetherbed.transport import TransportClosed, UpgradeRefused
 
 
 def frame(kind: str, n: int = 0) -> bytes:

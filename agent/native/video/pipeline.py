@@ -1,0 +1,195 @@
+"""The video thread: latest picture → NV12 → (H.264 | raw) → one shared message.
+
+It holds a one-picture mailbox (a newer picture replaces one not yet taken), so
+a slow encode never queues pictures up. It runs only while viewers exist; a
+keyframe request re-encodes the last picture when the screen is still, because
+on a still screen no new picture would ever come. Messages go to `sink`, the
+listener's bounded handoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from tetherbed.agent.native.frames import Picture
+from tetherbed.agent.native.video import frames as video_frames
+from tetherbed.agent.native.video.encoder import H264Encoder
+from tetherbed.agent.native.video.flow import KeyframePacer, OutFrame
+
+log = logging.getLogger(__name__)
+
+
+class VideoPipeline:
+    def __init__(
+        self,
+        *,
+        protocol: str,  # "h264-annexb/1" | "nv12/1"
+        sink: Callable[[OutFrame], None],
+        max_size: tuple[int, int] = (1920, 1080),
+        fps: int = 30,
+        crf: int = 23,
+        latest: Callable[[], Picture | None] = lambda: None,
+    ) -> None:
+        self.protocol = protocol
+        self._nv12 = protocol == "nv12/1"
+        self._sink = sink
+        self._latest = latest  # the store's newest picture, for a keyframe on a still screen
+        self._last_frame_id = -1
+        self._max_w, self._max_h = max_size
+        self._fps, self._crf = fps, crf
+        self._cond = threading.Condition()
+        self._mailbox: Picture | None = None
+        self._active = False
+        self._stopped = False
+        self.generation = 0
+        self._sequence = 0
+        self._pacer = KeyframePacer()
+        self._encoder: H264Encoder | None = None
+        self._last_nv12: tuple[bytes, int, int, int] | None = None  # data, w, h, timestamp
+        self._last_message: OutFrame | None = None
+        self.encoded = 0
+        self._thread = threading.Thread(target=self._run, name="native-video", daemon=True)
+        self._thread.start()
+
+    # --- called from other threads ----------------------------------------
+
+    def submit(self, picture: Picture) -> None:
+        with self._cond:
+            if self._active and picture.generation == self.generation:
+                self._mailbox = picture
+                self._cond.notify()
+
+    def set_active(self, active: bool) -> None:
+        with self._cond:
+            self._active = active
+            if not active:
+                self._mailbox = None
+            self._cond.notify()
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def request_keyframe(self) -> None:
+        with self._cond:
+            self._pacer.request()
+            self._cond.notify()
+
+    def reset(self, generation: int) -> None:
+        """A new display generation: new encoder, sequence from 1, nothing old re-sent."""
+        with self._cond:
+            self.generation = generation
+            self._sequence = 0
+            self._mailbox = None
+            self._encoder = None
+            self._last_nv12 = None
+            self._last_message = None
+            self._last_frame_id = -1
+            self._pacer.request()
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5)
+
+    # --- the thread ---------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopped and not (
+                    self._active and (self._mailbox is not None or self._pacer.pending)
+                ):
+                    self._cond.wait(0.1)
+                if self._stopped:
+                    return
+                picture, self._mailbox = self._mailbox, None
+                generation = self.generation
+                force = self._pacer.take(time.monotonic())
+                pending_only = picture is None and not force
+            if pending_only:
+                time.sleep(0.02)  # a keyframe request inside its one-second interval
+                continue
+            try:
+                self._produce(picture, generation, force)
+            except Exception:
+                log.exception("video encoding failed")
+
+    def _produce(self, picture: Picture | None, generation: int, force: bool) -> None:
+        from tetherbed.agent.desktop.encode import even_size, to_nv12
+
+        if picture is None and force:
+            latest = self._latest()
+            if (
+                latest is not None
+                and latest.generation == generation
+                and (latest.frame_id != self._last_frame_id or self._last_nv12 is None)
+            ):
+                picture = latest
+        if picture is not None:
+            self._last_frame_id = picture.frame_id
+            frame = picture.frame
+            width, height = even_size(*_fit(frame.width, frame.height, self._max_w, self._max_h))
+            nv12 = to_nv12(frame, width, height)
+            timestamp = int(picture.captured_at * 1_000_000)
+            self._last_nv12 = (nv12, width, height, timestamp)
+        elif self._last_nv12 is not None:
+            nv12, width, height, timestamp = self._last_nv12
+        else:
+            return
+        if self._nv12:
+            message = self._package_nv12(generation, nv12, width, height, timestamp)
+        else:
+            message = self._package_h264(generation, nv12, (width, height), timestamp, force)
+        if message is None:
+            return
+        with self._cond:
+            if generation != self.generation:
+                return  # the display changed while this picture was encoded
+        self._last_message = message
+        self.encoded += 1
+        self._sink(message)
+
+    def _package_nv12(
+        self, generation: int, nv12: bytes, width: int, height: int, timestamp: int
+    ) -> OutFrame:
+        self._sequence += 1
+        data = video_frames.pack_nv12(
+            generation, self._sequence, timestamp, width=width, height=height, nv12=nv12
+        )
+        return OutFrame(generation, self._sequence, True, data)
+
+    def _package_h264(
+        self, generation: int, nv12: bytes, size: tuple[int, int], timestamp: int, force: bool
+    ) -> OutFrame | None:
+        width, height = size
+        encoder = self._encoder
+        if encoder is None or (encoder.width, encoder.height) != (width, height):
+            encoder = self._encoder = H264Encoder(width, height, fps=self._fps, crf=self._crf)
+            force = True
+        units = encoder.encode(nv12, keyframe=force)
+        if not units:
+            return None
+        data = b"".join(u.data for u in units)
+        keyframe = any(u.keyframe for u in units)
+        if keyframe:
+            with self._cond:
+                self._pacer.produced_keyframe(time.monotonic())
+        if len(data) > video_frames.MAX_ACCESS_UNIT:
+            log.warning("dropping a %d-byte access unit (over 4 MiB)", len(data))
+            self.request_keyframe()
+            return None
+        self._sequence += 1
+        message = video_frames.pack_h264(generation, self._sequence, timestamp, keyframe, data)
+        return OutFrame(generation, self._sequence, keyframe, message)
+
+
+def _fit(width: int, height: int, max_w: int, max_h: int) -> tuple[int, int]:
+    scale = min(1.0, max_w / width, max_h / height)
+    return max(2, int(width * scale)), max(2, int(height * scale))
