@@ -78,8 +78,24 @@ class HubServer:
         self._timer = CoreTimer(self.core, self._apply)
         self._sockets: set[web.WebSocketResponse] = set()
         self._closing: set[asyncio.Task[Any]] = set()
+        self._runner: web.AppRunner | None = None
         #: Frames received from agents and clients (for /metrics).
         self.frames = 0
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen on `host:port` (0: the OS picks); the address actually bound."""
+        self._runner = web.AppRunner(self.app, handle_signals=False, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        await site.start()
+        bound = self._runner.addresses[0] if self._runner.addresses else (host, port)
+        return str(bound[0]), int(bound[1])
+
+    async def stop(self) -> None:
+        """Graceful: agents get 4429 (see `_on_shutdown`), then every socket closes."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
 
     # --- agents ------------------------------------------------------------
 
@@ -296,11 +312,7 @@ async def serve(
     """Run until SIGTERM/SIGINT; print the bound address once listening."""
     event_log = EventLog(events, time.time) if events else None
     server = HubServer(config, store, observer=event_log)
-    runner = web.AppRunner(server.app, handle_signals=False, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True)
-    await site.start()
-    bound = runner.addresses[0] if runner.addresses else (host, port)
+    bound = await server.start(host, port)
     print(f"tetherbed hub listening on ws://{bound[0]}:{bound[1]}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -308,6 +320,6 @@ async def serve(
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     log.info("shutting down")
-    await runner.cleanup()
+    await server.stop()
     if event_log is not None:
         event_log.close()
