@@ -151,8 +151,9 @@ def reframe(
 ) -> bytes:
     """The envelope again under another id, payload bytes untouched (relay path).
 
-    `version` and `now()` fill in only what the envelope lacks. Positional and
-    keyword-free because it runs once per relayed frame.
+    `version` is always the one negotiated with the agent, whatever the sender
+    wrote (a peer drops a frame of another major without answering); `now()`
+    fills in a missing `ts`. Keyword-free because it runs once per relayed frame.
     """
     ts = envelope.ts
     return _encode(
@@ -160,7 +161,7 @@ def reframe(
             envelope.type,
             request_id,
             now() if ts is None else ts,
-            envelope.version or version,
+            version,
             None,
             envelope.payload,
         )
