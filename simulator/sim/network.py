@@ -7,8 +7,12 @@ node is paused (frozen like a sleeping laptop: it neither sends nor reads).
 
 Messages in one direction of one connection are delivered in order, each
 after the link's latency; a partitioned direction holds them (TCP keeps
-retransmitting) and delivers them when healed. Everything random comes from
-the network's seeded generator, so a seed fixes every interleaving.
+retransmitting) and delivers them when healed. Each direction is bounded
+like a TCP connection: once `window_bytes` are unread (on the wire, held, or
+waiting in the receiver's inbox), the sender's `send` waits until the
+receiver reads, so a peer that stops reading pushes back on whoever writes
+to it. Everything random comes from the network's seeded generator, so a
+seed fixes every interleaving.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ BASE_LATENCY = 0.001
 BASE_JITTER = 0.0005
 #: How long a connect waits behind a partition before it times out.
 OPEN_TIMEOUT = 10.0
+#: Bytes one direction of a connection holds unread before its sender waits:
+#: about what loopback TCP buffers hold on both ends.
+WINDOW_BYTES = 4 * 1024 * 1024
 
 
 class _TypeOnly(msgspec.Struct):
@@ -117,9 +124,34 @@ class _Pipe:
         #: times in the order they were set, and a pipe must.
         self.in_flight: collections.deque[tuple[float, bytes | _Closed]] = collections.deque()
         self.timer: asyncio.TimerHandle | None = None
+        #: Bytes pushed and not yet read by the receiver (the window in use).
+        self.unread = 0
+        #: Set while the window has room; senders wait on it.
+        self.room = asyncio.Event()
+        self.room.set()
+
+    async def wait_for_room(self, sender: SimEndpoint) -> None:
+        """Until the receiver has read enough (or the connection ended)."""
+        while self.unread >= self.network.window_bytes:
+            if sender.closed is not None or sender.aborted:
+                return
+            self.room.clear()
+            await self.room.wait()
+
+    def consumed(self, size: int) -> None:
+        """The receiver read `size` bytes of what this pipe delivered."""
+        self.unread -= size
+        if self.unread < self.network.window_bytes:
+            self.room.set()
+
+    def release(self) -> None:
+        """The connection ended: nobody waits for room any more."""
+        self.room.set()
 
     def push(self, item: bytes | _Closed, extra: float = 0.0) -> None:
         """Send `item`, `extra` seconds later than the link's latency."""
+        if not isinstance(item, _Closed):
+            self.unread += len(item)
         if self.link.gate_closed(self.direction) or self.held:
             self.held.append((item, extra))
             return
@@ -164,6 +196,8 @@ class SimEndpoint:
         self.inbox: asyncio.Queue[bytes | _Closed] = asyncio.Queue()
         self.peer: SimEndpoint | None = None
         self.out: _Pipe | None = None
+        #: The pipe that delivers to this end (the peer's `out`).
+        self.feed: _Pipe | None = None
         self.closed: _Closed | None = None
         self.aborted = False
 
@@ -180,6 +214,9 @@ class SimEndpoint:
         if self.closed is not None:
             raise TransportClosed(self.closed.code, self.closed.reason)
         assert self.out is not None
+        await self.out.wait_for_room(self)
+        if self.closed is not None:
+            raise TransportClosed(self.closed.code, self.closed.reason)
         link = self.link
         if link.blackhole:
             return
@@ -218,6 +255,8 @@ class SimEndpoint:
         if isinstance(item, _Closed):
             self.closed = self.closed or item
             raise TransportClosed(item.code, item.reason)
+        if self.feed is not None:
+            self.feed.consumed(len(item))
         return item
 
     async def close(self, code: int = 1000, reason: str = "") -> None:
@@ -226,6 +265,7 @@ class SimEndpoint:
         self.closed = _Closed(code, reason)
         if self.out is not None:
             self.out.push(_Closed(code, reason))
+            self.out.release()
         self.inbox.put_nowait(_Closed(code, reason))
         self.network.forget(self)
 
@@ -239,6 +279,7 @@ class SimEndpoint:
             # Answer a close with a close, as the WebSocket handshake does.
             if self.out is not None:
                 self.out.push(_Closed(item.code, item.reason))
+                self.out.release()
             self.network.forget(self)
         self.inbox.put_nowait(item)
 
@@ -248,8 +289,9 @@ Admit = Callable[[str, Mapping[str, str]], tuple[int, bytes] | None]
 
 
 class SimNetwork:
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, *, window_bytes: int = WINDOW_BYTES) -> None:
         self.rng = rng
+        self.window_bytes = window_bytes
         self.links: dict[str, Link] = {}
         self._admit: Admit | None = None
         self._serve: Listener | None = None
@@ -298,8 +340,8 @@ class SimNetwork:
             node_end = SimEndpoint(self, link, "node")
             hub_end = SimEndpoint(self, link, "hub")
             node_end.peer, hub_end.peer = hub_end, node_end
-            node_end.out = _Pipe(self, link, "up", hub_end)
-            hub_end.out = _Pipe(self, link, "down", node_end)
+            node_end.out = hub_end.feed = _Pipe(self, link, "up", hub_end)
+            hub_end.out = node_end.feed = _Pipe(self, link, "down", node_end)
             link.endpoints.update(dict.fromkeys((node_end, hub_end)))
             link.pipes.update(dict.fromkeys((node_end.out, hub_end.out)))
             serve = self._serve
@@ -324,6 +366,8 @@ class SimNetwork:
                 end.closed = _Closed(None, "connection reset")
                 end.inbox.put_nowait(end.closed)
             end.aborted = True
+            if end.out is not None:
+                end.out.release()
             self.forget(end)
 
     def reset(self, node: str) -> int:
