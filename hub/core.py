@@ -128,6 +128,8 @@ class HubCore:
         self._orphan = "orphan_on_disconnect" in defects
         self._shared_ids = "shared_ids" in defects
         self._request_timeout = config.request_timeout
+        # Bound once: the relay path reads the clock per request.
+        self._monotonic = clock.monotonic
 
     # === agents ============================================================
 
@@ -748,7 +750,7 @@ class HubCore:
             if kind != _EXECUTE
             else answer_budget(self.config, kind, route.envelope.payload)
         )
-        deadline = route.deadline = self.clock.monotonic() + budget
+        deadline = route.deadline = self._monotonic() + budget
         if deadline < owner.expiry_at:
             owner.expiry_at = deadline
             self.timers.arm(owner)
@@ -805,12 +807,14 @@ class HubCore:
         if terminal:
             del routes[envelope.id]  # type: ignore[arg-type]
             free = envelope.pending_capacity
-            if free is not None:
-                link.capacity = capacity_from(link.limit, free, len(routes))
+            if free is not None:  # capacity_from, inline: this is the hot path
+                estimate = free + len(routes)
+                limit = link.limit
+                link.capacity = estimate if estimate < limit else limit
             if kind == _ERROR and self._refused_unrun(link, route, envelope, actions):
                 return actions
         else:
-            route.deadline = self.clock.monotonic() + self._request_timeout
+            route.deadline = self._monotonic() + self._request_timeout
         client = route.client
         if client is None:
             self._hub_answer(link, route, envelope, actions)

@@ -13,8 +13,10 @@ The reader of that connection then sees it end, and the core retries or
 fails what it held as for any lost connection.
 
 Transport-agnostic: the aiohttp server and the simulator's hub give it their
-own `write`/`close`/`abort`. The relay path costs one deque append per frame;
-the writer wakes once per batch, not once per frame.
+own `write`/`close`/`abort`, and optionally `write_now`, a synchronous write
+used while nothing waits and the transport has room. The relay path then
+costs no task switch at all; under backpressure, frames queue in order and
+the writer drains them, waking once per batch.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ from typing import Any
 from tetherbed.wire.codes import CloseCode
 
 Write = Callable[[bytes], Awaitable[None]]
+#: Write at once if the transport has room, without waiting: the bytes the
+#: transport still buffers afterwards, or -1 when it had no room (nothing written).
+WriteNow = Callable[[bytes], int]
+#: Bytes written to the transport and not yet taken by the peer.
+Buffered = Callable[[], int]
 CloseTransport = Callable[[int, str], Awaitable[None]]
 Abort = Callable[[], None]
 #: How long a slow consumer's close may take before its transport is aborted.
@@ -50,15 +57,19 @@ class Outbox:
 
     __slots__ = (
         "_abort",
+        "_buffered",
         "_bytes",
         "_close",
+        "_closing",
         "_queue",
         "_registry",
         "_task",
         "_waiter",
         "_write",
+        "_write_now",
         "closed",
         "name",
+        "seen_buffered",
         "seen_writes",
         "stalled_since",
         "writes",
@@ -66,15 +77,26 @@ class Outbox:
     )
 
     def __init__(
-        self, registry: Outboxes, name: str, write: Write, close: CloseTransport, abort: Abort
+        self,
+        registry: Outboxes,
+        name: str,
+        write: Write,
+        close: CloseTransport,
+        abort: Abort,
+        *,
+        write_now: WriteNow | None = None,
+        buffered: Buffered | None = None,
     ) -> None:
         self._registry = registry
         self.name = name
         self._write = write
+        self._write_now = write_now
+        self._buffered = buffered
         self._close = close
         self._abort = abort
         self._queue: collections.deque[bytes | _CloseAfter] = collections.deque()
         self._bytes = 0
+        self._closing = False
         self._waiter: asyncio.Future[None] | None = None
         #: Nothing more is written (closed, slow, or the transport failed).
         self.closed = False
@@ -82,6 +104,7 @@ class Outbox:
         self.writes = 0
         self.writing = False
         self.seen_writes = 0
+        self.seen_buffered = 0
         self.stalled_since: float | None = None
         self._task = asyncio.ensure_future(self._run())
 
@@ -93,13 +116,29 @@ class Outbox:
         return self._bytes
 
     @property
+    def buffered(self) -> int:
+        """Bytes the transport holds for the peer (0 when it cannot tell)."""
+        return self._buffered() if self._buffered is not None else 0
+
+    @property
     def busy(self) -> bool:
-        return bool(self._queue) or self.writing
+        """Something waits for the peer to take it."""
+        return bool(self._queue) or self.writing or self.buffered > 0
 
     def put(self, data: bytes) -> None:
-        """Queue one frame; never waits."""
-        if self.closed:
+        """Queue one frame (or write it at once when nothing waits and the
+        transport has room: no task switch on the relay path); never waits."""
+        if self.closed or self._closing:
             return
+        if not self._queue and not self.writing:
+            write_now = self._write_now
+            if write_now is not None:
+                left = write_now(data)
+                if left >= 0:
+                    self.writes += 1
+                    if left:  # the peer has not taken it all yet: watch it
+                        self._registry.watch(self)
+                    return
         self._queue.append(data)
         self._bytes += len(data)
         if self._bytes > self._registry.limit_bytes:
@@ -112,9 +151,11 @@ class Outbox:
                 waiter.set_result(None)
 
     def close_after(self, code: int, reason: str) -> None:
-        """Close the connection once the frames queued before are written."""
-        if self.closed:
+        """Close the connection once the frames queued before are written;
+        frames put after it are dropped."""
+        if self.closed or self._closing:
             return
+        self._closing = True
         self._queue.append(_CloseAfter(code, reason))
         waiter = self._waiter
         if waiter is not None:
@@ -171,7 +212,8 @@ class Outbox:
         registry = self._registry
         while True:
             if not queue:
-                registry.busy.pop(self, None)
+                if not self.buffered:
+                    registry.busy.pop(self, None)
                 waiter = self._waiter = loop.create_future()
                 await waiter
             registry.watch(self)
@@ -216,13 +258,23 @@ class Outboxes:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sweep: asyncio.TimerHandle | None = None
 
-    def open(self, name: str, write: Write, close: CloseTransport, abort: Abort) -> Outbox:
-        return Outbox(self, name, write, close, abort)
+    def open(
+        self,
+        name: str,
+        write: Write,
+        close: CloseTransport,
+        abort: Abort,
+        *,
+        write_now: WriteNow | None = None,
+        buffered: Buffered | None = None,
+    ) -> Outbox:
+        return Outbox(self, name, write, close, abort, write_now=write_now, buffered=buffered)
 
     def watch(self, outbox: Outbox) -> None:
         """`outbox` has frames to write: keep an eye on its progress."""
         if outbox not in self.busy:
             outbox.seen_writes = outbox.writes
+            outbox.seen_buffered = outbox.buffered
             outbox.stalled_since = None
             self.busy[outbox] = None
         if self._sweep is None:
@@ -242,11 +294,17 @@ class Outboxes:
         self._sweep = loop.call_later(max(self.stall_seconds / 4, 0.05), self._check)
 
     def _check(self) -> None:
-        """Close every outbox that has had frames waiting and no write for too long."""
+        """Close every outbox whose peer has taken nothing for too long while
+        frames wait for it (queued, being written, or in the transport)."""
         now = asyncio.get_running_loop().time()
         for outbox in list(self.busy):
-            if not outbox.busy or outbox.writes != outbox.seen_writes:
-                outbox.seen_writes = outbox.writes
+            buffered = outbox.buffered
+            if not (outbox._queue or outbox.writing or buffered):
+                del self.busy[outbox]  # idle again: nothing to watch
+                continue
+            progressed = outbox.writes != outbox.seen_writes or buffered < outbox.seen_buffered
+            outbox.seen_writes, outbox.seen_buffered = outbox.writes, buffered
+            if progressed:
                 outbox.stalled_since = None
                 continue
             if outbox.stalled_since is None:

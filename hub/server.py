@@ -14,6 +14,7 @@ import contextlib
 import functools
 import logging
 import signal
+import struct
 import time
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +38,25 @@ from tetherbed.wire.limits import FRAME_LIMIT_BYTES
 #: aiohttp refuses a message of `max_msg_size` bytes or more, the spec allows
 #: one of exactly FRAME_LIMIT_BYTES: one more byte gives the spec's limit.
 AIOHTTP_MAX_MSG_SIZE = FRAME_LIMIT_BYTES + 1
+#: Frames are written directly while the transport buffers less than this;
+#: beyond it they queue and aiohttp's writer waits for the drain (its own limit).
+WRITE_BUFFER_HIGH = 64 * 1024
+#: A payload this large is written after its header, not copied onto it.
+SEPARATE_HEADER_ABOVE = 16 * 1024
+
+
+_HEADER_16 = struct.Struct("!BBH").pack
+_HEADER_64 = struct.Struct("!BBQ").pack
+
+
+def text_frame_header(length: int) -> bytes:
+    """RFC 6455 header of one unmasked, final text frame (server to client)."""
+    if length < 126:
+        return bytes((0x81, length))
+    if length < 65536:
+        return _HEADER_16(0x81, 126, length)
+    return _HEADER_64(0x81, 127, length)
+
 
 log = logging.getLogger("tetherbed.hub")
 
@@ -309,8 +329,33 @@ class HubServer:
         await ws.prepare(request)
         transport = request.transport
 
-        async def write(data: bytes) -> None:
-            await ws.send_frame(data, WSMsgType.TEXT)
+        # Under backpressure: aiohttp's own writer, which waits for the drain.
+        write = functools.partial(ws.send_frame, opcode=WSMsgType.TEXT)
+
+        buffer_size = transport.get_write_buffer_size if transport is not None else None
+        is_closing = transport.is_closing if transport is not None else None
+
+        def write_now(data: bytes) -> int:
+            """The relay path: straight into the transport while it has room."""
+            if (
+                buffer_size is None
+                or buffer_size() >= WRITE_BUFFER_HIGH
+                or ws.closed  # no frame after aiohttp answered a close
+                or is_closing()  # type: ignore[misc]
+            ):
+                return -1
+            length = len(data)
+            if length < SEPARATE_HEADER_ABOVE:
+                transport.write(text_frame_header(length) + data)  # type: ignore[union-attr]
+                # A small frame left in the buffer is caught by the queue that
+                # forms behind it; only a large one needs watching on its own.
+                return 0
+            transport.write(text_frame_header(length))  # type: ignore[union-attr]
+            transport.write(data)  # no copy of a large payload  # type: ignore[union-attr]
+            return buffer_size()
+
+        def buffered() -> int:
+            return transport.get_write_buffer_size() if transport is not None else 0
 
         async def close(code: int, reason: str) -> None:
             await ws.close(code=code, message=reason.encode("utf-8")[:123], drain=False)
@@ -320,7 +365,9 @@ class HubServer:
                 transport.abort()
 
         peer = request.remote or "?"
-        outbox = self.outboxes.open(f"{kind}@{peer}", write, close, abort)
+        outbox = self.outboxes.open(
+            f"{kind}@{peer}", write, close, abort, write_now=write_now, buffered=buffered
+        )
         self._sockets[ws] = outbox
         return ws, outbox
 

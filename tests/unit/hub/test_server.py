@@ -177,7 +177,8 @@ async def test_a_client_that_stops_reading_stalls_nobody_else() -> None:
                     worst = max(worst, time.monotonic() - started)
                     await asyncio.sleep(0.1)
             assert worst < 1.0
-            # the stalled client was cut off with a typed close, the agent kept
+            # the stalled client is cut off as a slow consumer; the agent stays
+            assert await _slow_consumers(hub, at_least=1, within=10) >= 1
             assert agent.conn.close_code is None
             with pytest.raises((ConnectionError, asyncio.IncompleteReadError)):
                 while True:  # drain what the kernel kept, then see the end
@@ -187,6 +188,19 @@ async def test_a_client_that_stops_reading_stalls_nobody_else() -> None:
         finally:
             stalled.close()
             await agent.close()
+
+
+async def _slow_consumers(hub: RunningHub, *, at_least: int, within: float) -> int:
+    """The hub's slow-consumer count from /metrics, once it reaches `at_least`."""
+    deadline = time.monotonic() + within
+    async with aiohttp.ClientSession() as http:
+        while True:
+            metrics = await (await http.get(f"http://{hub.host}:{hub.port}/metrics")).text()
+            line = next(x for x in metrics.splitlines() if x.startswith("tetherbed_hub_slow_"))
+            count = int(line.rsplit(" ", 1)[1])
+            if count >= at_least or time.monotonic() > deadline:
+                return count
+            await asyncio.sleep(0.1)
 
 
 async def test_sessions_list_the_allowed_root_their_agent_serves() -> None:
