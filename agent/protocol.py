@@ -112,7 +112,11 @@ class AgentProtocol:
         return self.complete(request_id, MessageType.ERROR, _error_payload(error))
 
     def emit(self, request_id: str, kind: MessageType, payload: Payload) -> list[Action]:
-        """A non-terminal frame of a streaming request (LOCAL_LLM_COMPLETION_CHUNK)."""
+        """A non-terminal frame of a streaming request, which keeps its slot.
+
+        Nothing streams yet; the local LLM work sends LOCAL_LLM_COMPLETION_CHUNK
+        frames through this before the request's terminal answer.
+        """
         if request_id not in self.in_flight or self.state is not State.OPEN:
             return []
         return [Send(self._encode(kind, request_id, payload, capacity=False))]

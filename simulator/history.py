@@ -119,10 +119,6 @@ class Record:
             req=data.get("req"),
         )
 
-    @property
-    def is_operation(self) -> bool:
-        return self.type != "event"
-
 
 @dataclass
 class History:

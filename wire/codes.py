@@ -81,11 +81,6 @@ class CloseCode(IntEnum):
     SESSION_REVOKED = 4428
     PLATFORM_SHUTDOWN = 4429
 
-    @property
-    def is_fatal(self) -> bool:
-        """Whether an agent must stop reconnecting after receiving this code."""
-        return self in FATAL_CLOSE_CODES
-
 
 FATAL_CLOSE_CODES = frozenset(
     {

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import shutil
 import uuid
 from collections.abc import Coroutine
 from pathlib import Path
@@ -335,9 +334,6 @@ class SimBackend(Backend):
         self.recorder.event(
             f"agent:{spec.name}", event, fields, session=spec.session, machine=spec.machine
         )
-
-    def cleanup_files(self) -> None:
-        shutil.rmtree(self.workdir / "roots", ignore_errors=True)
 
 
 def _direction(direction: str) -> str:

@@ -333,11 +333,6 @@ class SimNetwork:
             self.abort(end)
         return len(ends)
 
-    def abort_all(self) -> None:
-        for link in self.links.values():
-            for end in list(link.endpoints):
-                self.abort(end)
-
     def set_held(self, node: str, direction: str, held: bool) -> None:
         link = self.link(node)
         directions = ("up", "down") if direction == "both" else (direction,)
