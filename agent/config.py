@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from tetherbed.wire import limits
 from tetherbed.wire.messages import HelloAck
+from tetherbed.wire.version import CURRENT_TEXT
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,7 @@ class AgentConfig:
     shim_version: str = "0.1.0"
     #: The wire version advertised in HELLO (a test knob: the version-mismatch
     #: scenario runs an agent that claims another major).
-    protocol_version: str = "1.1"
+    protocol_version: str = CURRENT_TEXT
     #: Control mode: the folders DIRECTORY_LIST_REQUEST starts from.
     browse_roots: list[str] = field(default_factory=list)
     #: Where the audit key and the audit log live.

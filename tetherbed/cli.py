@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from tetherbed import __version__
 from tetherbed.runtime import event_loop
+from tetherbed.wire.version import CURRENT_TEXT
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     hub = commands.add_parser("hub", help="run the hub, or manage its state")
     hub.add_argument("--listen", type=_host_port, default=("127.0.0.1", 8765))
-    hub.add_argument("--protocol-version", default="1.1", help=argparse.SUPPRESS)
+    hub.add_argument("--protocol-version", default=CURRENT_TEXT, help=argparse.SUPPRESS)
     hub.add_argument("--state", help="directory for the hub's SQLite state (required)")
     _hub_limits(hub)
     hub_commands = hub.add_subparsers(dest="hub_command")
@@ -117,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="let CLIPBOARD_READ return text the agent itself wrote in the last 30 s",
     )
     agent.add_argument("--journal", default=None, help="write agent events as JSONL here")
-    agent.add_argument("--protocol-version", default="1.1", help=argparse.SUPPRESS)
+    agent.add_argument("--protocol-version", default=CURRENT_TEXT, help=argparse.SUPPRESS)
     agent.add_argument(
         "--defect",
         action="append",

@@ -41,6 +41,7 @@ from tetherbed.simulator.backends.event_files import EventFiles
 from tetherbed.simulator.proxy import ProxyRegistry
 from tetherbed.simulator.proxy.proxy import FaultProxy
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
+from tetherbed.wire.version import CURRENT_TEXT
 
 T = TypeVar("T")
 
@@ -245,7 +246,7 @@ class ProcessBackend(Backend):
             "--max-concurrent",
             str(options.get("max_concurrent", 4)),
             "--protocol-version",
-            str(options.get("protocol_version", "1.1")),
+            str(options.get("protocol_version", CURRENT_TEXT)),
         ]
         if spec.shell:
             args.append("--enable-shell")

@@ -29,6 +29,7 @@ from tetherbed.simulator.sim.hub_node import SimHub
 from tetherbed.simulator.sim.network import Rule, SimNetwork
 from tetherbed.simulator.sim.shell import run_sim_command
 from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop
+from tetherbed.wire.version import CURRENT_TEXT
 
 T = TypeVar("T")
 
@@ -177,7 +178,7 @@ class SimBackend(Backend):
             machine_id=spec.machine,
             enable_shell=spec.shell,
             local_limits=Limits(max_concurrent=int(options.get("max_concurrent", 4))),
-            protocol_version=str(options.get("protocol_version", "1.1")),
+            protocol_version=str(options.get("protocol_version", CURRENT_TEXT)),
             defects=frozenset(options.get("defects") or ()),
         )
         # One generator per agent start, derived from the run's seed.
