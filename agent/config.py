@@ -8,6 +8,29 @@ from tetherbed.wire import limits
 from tetherbed.wire.messages import HelloAck
 from tetherbed.wire.version import CURRENT_TEXT
 
+#: Deliberate bugs, for proving that the simulator's checkers catch them
+#: (docs/scenarios.md). Never set in normal use.
+AGENT_DEFECTS = frozenset({"ignore_fatal_close", "reconnect_immediately", "lose_writes"})
+
+
+def hub_url_problem(url: str) -> str | None:
+    """Why `url` cannot be the hub's base URL (None when it can).
+
+    The agent dials the hub's WebSocket endpoints, so the URL is ws:// or
+    wss://; an http(s) URL or a bare host:port is a common slip, answered
+    with the URL that was meant.
+    """
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in ("ws", "wss") and rest.strip("/"):
+        return None
+    if sep and scheme in ("http", "https"):
+        meant = ("wss://" if scheme == "https" else "ws://") + rest
+    elif sep:
+        meant = "ws://" + rest
+    else:
+        meant = "ws://" + url
+    return f"must be a ws:// or wss:// URL, got {url!r} (did you mean {meant.rstrip('/')}?)"
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:

@@ -36,7 +36,10 @@ from tetherbed.simulator.scenario import (
     Scenario,
     Step,
     Topology,
+    check_step,
+    check_topology,
 )
+from tetherbed.simulator.validation import Where
 
 T = TypeVar("T")
 
@@ -94,7 +97,10 @@ class Testbed:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def _step(self, kind: str, args: Any = None) -> None:
-        step = Step(next(self._steps), kind, args)
+        index = next(self._steps)
+        where = Where(self.scenario.name).at_step(index, kind)
+        args = check_step(kind, args, self.scenario.topology, self.backend.name, where)
+        step = Step(index, kind, args)
         self._runner.begin_step(step)
         self._call(self._runner.run_step(step))
 
@@ -212,12 +218,10 @@ def topology(
     agents: dict[str, dict[str, Any]] | None = None,
     clients: dict[str, dict[str, Any]] | None = None,
 ) -> Topology:
-    """A topology from plain dicts, the same shape as in scenario files."""
-    from tetherbed.simulator.scenario import _topology
-
-    return _topology(
+    """A topology from plain dicts, the same shape (and checks) as in scenario files."""
+    return check_topology(
         {"hub": {"options": hub or {}}, "agents": agents or {}, "clients": clients or {}},
-        "topology",
+        Where("topology()"),
     )
 
 

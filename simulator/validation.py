@@ -131,18 +131,24 @@ class Number(Spec):
     exclusive_minimum: bool = False
 
     def check(self, value: Any, where: Where, context: Context) -> Any:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise _type_error(self, value, where)
-        if not math.isfinite(value):
-            raise _type_error(self, value, where)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise SchemaError(where, f"expected {self._noun()}, got {_shown(value)}")
         if self.exclusive_minimum and self.minimum is not None and value <= self.minimum:
-            raise SchemaError(where, f"must be more than {self.minimum}, got {value}")
+            raise SchemaError(where, f"must be more than {self.minimum:g}, got {value}")
         _in_range(value, self.minimum, self.maximum, where)
         return value
 
+    def _noun(self) -> str:
+        return f"a number of {self.unit}" if self.unit else "a number"
+
     def describe(self) -> str:
-        noun = f"a number of {self.unit}" if self.unit else "a number"
-        return noun + _range_text(self.minimum, self.maximum)
+        if self.exclusive_minimum and self.minimum is not None:
+            return f"{self._noun()} > {self.minimum:g}"
+        return self._noun() + _range_text(self.minimum, self.maximum)
 
 
 def seconds(minimum: float = 0.0, *, exclusive: bool = False) -> Number:
@@ -405,18 +411,18 @@ class OneOf(Spec):
 
 def _in_range(value: float, low: float | None, high: float | None, where: Where) -> None:
     if low is not None and value < low:
-        raise SchemaError(where, f"must be at least {low}, got {value}")
+        raise SchemaError(where, f"must be at least {low:g}, got {value}")
     if high is not None and value > high:
-        raise SchemaError(where, f"must be at most {high}, got {value}")
+        raise SchemaError(where, f"must be at most {high:g}, got {value}")
 
 
 def _range_text(low: float | None, high: float | None) -> str:
     if low is not None and high is not None:
-        return f" within {low}..{high}"
+        return f" within {low:g}..{high:g}"
     if low is not None:
-        return f" >= {low}"
+        return f" >= {low:g}"
     if high is not None:
-        return f" <= {high}"
+        return f" <= {high:g}"
     return ""
 
 
