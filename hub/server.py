@@ -290,6 +290,14 @@ class HubServer:
         self._timer.cancel()
 
 
+class CannotListen(Exception):
+    """The hub's address cannot be bound: in use, not an address of this host, ..."""
+
+    def __init__(self, host: str, port: int, cause: OSError) -> None:
+        super().__init__(f"cannot listen on {host}:{port}: {cause.strerror or cause}")
+        self.cause = cause
+
+
 async def serve(
     config: HubConfig, store: HubStore, host: str, port: int, *, events: str | None = None
 ) -> None:
@@ -299,7 +307,11 @@ async def serve(
     runner = web.AppRunner(server.app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise CannotListen(host, port, exc) from exc
     bound = runner.addresses[0] if runner.addresses else (host, port)
     print(f"tetherbed hub listening on ws://{bound[0]}:{bound[1]}", flush=True)
     stop = asyncio.Event()
