@@ -102,6 +102,8 @@ class FaultKind:
     params: Mapping[str, Field]
     plan: Callable[[Mapping[str, Any]], list[FaultOp]]
     backends: frozenset[str] = ALL_BACKENDS
+    #: It happens at one moment (a reset), rather than lasting until `clear`.
+    instant: bool = False
 
     def record(self) -> Record:
         """The schema of this kind's parameters (without `agent` and `kind`)."""
@@ -205,7 +207,7 @@ FAULT_KINDS: Mapping[str, FaultKind] = MappingProxyType(
                 {"rate_kbps": Field(Integer(minimum=1), required=True), "direction": _DIRECTION},
                 _bandwidth,
             ),
-            FaultKind("reset", "cut the agent's connections now (RST)", {}, _reset),
+            FaultKind("reset", "cut the agent's connections now (RST)", {}, _reset, instant=True),
             FaultKind(
                 "blackhole",
                 "data is dropped, connections stay open",
@@ -273,6 +275,7 @@ FAULT_KINDS: Mapping[str, FaultKind] = MappingProxyType(
                     "toward": Field(Text(("agent", "hub")), default="agent"),
                 },
                 _inject_close,
+                instant=True,
             ),
             FaultKind(
                 "loss",
@@ -287,6 +290,10 @@ FAULT_KINDS: Mapping[str, FaultKind] = MappingProxyType(
         )
     }
 )
+
+
+#: The kinds that happen at one moment.
+INSTANT_FAULTS = frozenset(name for name, kind in FAULT_KINDS.items() if kind.instant)
 
 
 def checked(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
