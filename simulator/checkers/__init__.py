@@ -1,7 +1,8 @@
 """Checkers: pure functions from a run's history to a verdict with evidence.
 
-DESIGN.md's "one history, many checkers": backends only record what happened;
-each property of the protocol is judged here, the same way for every backend.
+"One history, many checkers" (docs/architecture.md): backends only record what
+happened; each property of the protocol is judged here, the same way for every
+backend.
 `run_checkers` never lets a checker's crash hide the others' verdicts.
 """
 
