@@ -32,7 +32,7 @@ from tetherbed.simulator.reports.results import write_results
 from tetherbed.simulator.reports.table import print_table
 from tetherbed.simulator.reports.timeline.render import write_timeline
 from tetherbed.simulator.runner import RunOutcome, replay_command, run_scenario
-from tetherbed.simulator.scenario import Scenario, ScenarioError, load_all
+from tetherbed.simulator.scenario import Scenario, ScenarioError, load_all, shipped_scenarios
 from tetherbed.simulator.stop_signals import StopSignals
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -44,7 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tetherbed run", description="Run scenarios and check their histories."
     )
-    parser.add_argument("paths", nargs="+", type=Path, help="scenario files or folders")
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        help="scenario files or folders; a name that does not exist here is looked up among "
+        "the shipped scenarios (scenarios/, partition_race, ...)",
+    )
+    parser.add_argument("--shipped", action="store_true", help="every shipped scenario")
     parser.add_argument("--backend", default="sim", choices=["sim", "process", "docker"])
     parser.add_argument("--seed", type=int, default=None, help="default: each scenario's own")
     parser.add_argument("--report", type=Path, default=Path("reports"), help="report folder")
@@ -62,7 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.shipped:
+        args.paths.append(shipped_scenarios())
+    if not args.paths:
+        parser.error("give scenario files or folders, or --shipped")
     _logging(args.log_level or ("DEBUG" if args.verbose else None))
     with StopSignals() as stop:
         try:
@@ -114,10 +126,10 @@ def _run_all(scenarios: list[Scenario], args: argparse.Namespace, stop: StopSign
             break
         if args.backend not in scenario.backends:
             only = ", ".join(scenario.backends)
-            print(f"  {'skip':<5} {'':13} {scenario.name} (runs on {only} only)", flush=True)
+            print(f"  {'skip':<5} {'':12}{scenario.name} (runs on {only} only)", flush=True)
             continue
         if args.backend != "sim":  # real time: say what is running while it runs
-            print(f"  {'run':<5} {'':13} {scenario.name} ...", flush=True)
+            print(f"  {'run':<5} {'':12}{scenario.name} ...", flush=True)
         seed = scenario.seed if args.seed is None else args.seed
         workdir = Path(tempfile.mkdtemp(prefix=f"tetherbed-{_slug(scenario.name)}-"))
         try:

@@ -18,6 +18,7 @@ from tetherbed.simulator.scenario.loader import (
     load_all,
     parse,
     scenario_files,
+    shipped_scenarios,
 )
 from tetherbed.simulator.scenario.model import (
     AgentSpec,
@@ -49,4 +50,5 @@ __all__ = [
     "load_all",
     "parse",
     "scenario_files",
+    "shipped_scenarios",
 ]

@@ -11,6 +11,7 @@ in a file.
 
 from __future__ import annotations
 
+import importlib.resources
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -39,11 +40,32 @@ def load(path: Path, backend: str | None = None) -> Scenario:
     return parse(data, path, backend)
 
 
+def shipped_scenarios() -> Path:
+    """The folder of the scenarios Tetherbed ships: `scenarios/` in the
+    repository, package data in an installed wheel."""
+    return Path(str(importlib.resources.files("tetherbed.scenarios")))
+
+
+def resolve(path: Path) -> Path:
+    """`path`, or when it does not exist, the shipped scenario (or folder) of
+    that name: `scenarios/partition_race.yaml` works from an installed wheel."""
+    if path.exists():
+        return path
+    shipped = shipped_scenarios()
+    if path.name == "scenarios":
+        return shipped
+    for candidate in (shipped / path.name, shipped / f"{path.name}.yaml"):
+        if candidate.is_file():
+            return candidate
+    return path
+
+
 def scenario_files(paths: list[Path]) -> list[Path]:
     """Files named directly, or every *.yaml in named folders, sorted; a folder
     without any, or a path that does not exist, is an error."""
     files: list[Path] = []
-    for path in paths:
+    for given in paths:
+        path = resolve(given)
         if path.is_dir():
             found = sorted(path.glob("*.yaml"))
             if not found:
@@ -52,7 +74,9 @@ def scenario_files(paths: list[Path]) -> list[Path]:
         elif path.is_file():
             files.append(path)
         else:
-            raise ScenarioError(Where(str(path)), "no such file or folder")
+            raise ScenarioError(
+                Where(str(path)), "no such file or folder (nor a shipped scenario of that name)"
+            )
     return files
 
 
