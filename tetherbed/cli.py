@@ -85,6 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--token", default=None, help="client token (default: $TETHERBED_CLIENT_TOKEN)"
     )
     revoke.add_argument("session_id")
+    wait = session_commands.add_parser(
+        "wait", help="wait until an agent serves a session on a running hub (for scripts)"
+    )
+    wait.add_argument("--hub", required=True, help="hub base URL")
+    wait.add_argument(
+        "--token", default=None, help="client token (default: $TETHERBED_CLIENT_TOKEN)"
+    )
+    wait.add_argument("--timeout", type=_positive_float, default=30.0, help="seconds (30)")
+    wait.add_argument("session_id")
 
     agent = commands.add_parser(
         "agent",
@@ -151,10 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--state-dir", dest="verify_state_dir", default=None)
     verify.add_argument("--key-file", default=None)
 
-    demo = commands.add_parser(
-        "demo", help="run the shipped scenarios on sim and process (--tour: a client tour)"
+    commands.add_parser(
+        "demo",
+        help="the shipped scenarios on sim, one on real processes (--full: all; --tour: a "
+        "client tour)",
+        add_help=False,
     )
-    demo.add_argument("--tour", action="store_true", help="tour a hub and an agent instead")
     commands.add_parser("run", help="run scenarios on a backend and check them", add_help=False)
     commands.add_parser(
         "native",
@@ -230,6 +241,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tetherbed.agent.native.main import main_device
 
         return main_device(rest[2:])
+    if rest[:1] == ["demo"]:
+        from tetherbed.demo import main as demo_main
+
+        return demo_main([*level, *rest[1:]])
     if rest[:1] == ["native"]:
         from tetherbed.agent.native.main import main as native_main
 
@@ -244,10 +259,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _hub(args)
     if args.command == "agent":
         return _agent(args)
-    if args.command == "demo":
-        from tetherbed.demo import main as demo_main
-
-        return demo_main(["--tour"] if args.tour else [])
     raise AssertionError(args.command)
 
 
@@ -257,6 +268,8 @@ def _hub(args: argparse.Namespace) -> int:
 
     if args.hub_command == "session" and args.session_command == "revoke":
         return _revoke(args)
+    if args.hub_command == "session" and args.session_command == "wait":
+        return _wait(args)
     if not args.state:
         print("tetherbed hub: --state DIR is required", file=sys.stderr)
         return 2
@@ -317,6 +330,32 @@ def _revoke(args: argparse.Namespace) -> int:
         return 1
     state = "its agent was closed with 4428" if result["agent_closed"] else "no agent connected"
     print(f"revoked {args.session_id}: {state}")
+    return 0
+
+
+def _wait(args: argparse.Namespace) -> int:
+    import os
+
+    from tetherbed.client.admin import HubAdmin, HubError
+
+    token = args.token or os.environ.get("TETHERBED_CLIENT_TOKEN")
+    if not token:
+        print("tetherbed hub session wait: --token or $TETHERBED_CLIENT_TOKEN", file=sys.stderr)
+        return 2
+
+    async def wait() -> dict:
+        async with HubAdmin(args.hub, token) as admin:
+            return await admin.wait_connected(args.session_id, args.timeout)
+
+    try:
+        session = asyncio.run(wait())
+    except TimeoutError as exc:
+        print(f"tetherbed hub session wait: {exc}", file=sys.stderr)
+        return 1
+    except HubError as exc:
+        print(f"tetherbed hub session wait: {exc.code}: {exc.message}", file=sys.stderr)
+        return 1
+    print(f"{args.session_id}: an agent is connected (machine {session.get('machine_id')})")
     return 0
 
 
