@@ -27,7 +27,12 @@ from typing import Any, TypeVar
 from tetherbed.simulator.backends.base import Backend, NodeState
 from tetherbed.simulator.checkers import Verdict, run_checkers
 from tetherbed.simulator.history import History, Record
-from tetherbed.simulator.runner import ScenarioRunner, backend_factory, checker_options
+from tetherbed.simulator.runner import (
+    DEFAULT_WITHIN,
+    ScenarioRunner,
+    backend_factory,
+    checker_options,
+)
 from tetherbed.simulator.scenario import (
     DEFAULT_CHECKERS,
     AgentSpec,
@@ -155,7 +160,7 @@ class Testbed:
         self._step("expect", conditions)
 
     def request(
-        self, client: str, kind: str, payload: dict[str, Any], *, within: float = 30.0
+        self, client: str, kind: str, payload: dict[str, Any], *, within: float = DEFAULT_WITHIN
     ) -> Record:
         """Send and wait for the completion record (ok, fail or info)."""
         request_id = self.send(client, kind, payload)

@@ -32,6 +32,7 @@ from tetherbed.simulator.checkers.single_owner import OwnerInterval, owner_inter
 from tetherbed.simulator.checkers.verdict import Verdict
 from tetherbed.simulator.faults import INSTANT_FAULTS
 from tetherbed.simulator.history import History, Record
+from tetherbed.wire.codes import CloseCode
 
 #: Routine shapes drawn one by one per lane; beyond this they become a density strip.
 BULK_LIMIT = 1500
@@ -287,7 +288,8 @@ class _Builder:
             value = fields(record)
             label = ""
             if record.f == "takeover_rejected":
-                label = f"4427 → {self.who_short(value.get('conn'))}"
+                code = int(CloseCode.SESSION_TAKEN_OVER)
+                label = f"{code} → {self.who_short(value.get('conn'))}"
                 if value.get("owner"):
                     label += f" (owner {self.who_short(value.get('owner'))})"
             elif record.f == "refused":
