@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable, Iterable
@@ -294,7 +295,8 @@ class CannotListen(Exception):
     """The hub's address cannot be bound: in use, not an address of this host, ..."""
 
     def __init__(self, host: str, port: int, cause: OSError) -> None:
-        super().__init__(f"cannot listen on {host}:{port}: {cause.strerror or cause}")
+        why = os.strerror(cause.errno).lower() if cause.errno else str(cause)
+        super().__init__(f"cannot listen on {host}:{port}: {why}")
         self.cause = cause
 
 
