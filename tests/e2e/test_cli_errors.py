@@ -76,3 +76,17 @@ def test_log_level_is_accepted_after_the_subcommand(tmp_path: Path) -> None:
     before = tetherbed("--log-level", "WARNING", "run", "--help")
     after = tetherbed("run", "--log-level", "WARNING", "--help")
     assert before.returncode == after.returncode == 0
+
+
+def test_waiting_for_an_agent_that_never_comes_ends_with_one_line() -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]  # nothing listens here
+    run = tetherbed(
+        "hub", "session", "wait", "--hub", f"ws://127.0.0.1:{port}", "--token", "t",
+        "--timeout", "0.5", "my-session",
+    )  # fmt: skip
+    assert run.returncode == 1
+    assert one_clear_line(run) == (
+        "tetherbed hub session wait: no agent serves session my-session after 0.5 s"
+    )
