@@ -42,7 +42,14 @@ from tetherbed.wire.messages import (
     SessionRevoked,
     Status,
 )
-from tetherbed.wire.version import CURRENT, ProtocolVersion, VersionMismatch, negotiate, same_major
+from tetherbed.wire.version import (
+    CURRENT,
+    CURRENT_TEXT,
+    ProtocolVersion,
+    VersionMismatch,
+    negotiate,
+    same_major,
+)
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +119,11 @@ class AgentProtocol:
         return self.complete(request_id, MessageType.ERROR, _error_payload(error))
 
     def emit(self, request_id: str, kind: MessageType, payload: Payload) -> list[Action]:
-        """A non-terminal frame of a streaming request (LOCAL_LLM_COMPLETION_CHUNK)."""
+        """A non-terminal frame of a streaming request, which keeps its slot.
+
+        Nothing streams yet; the local LLM work sends LOCAL_LLM_COMPLETION_CHUNK
+        frames through this before the request's terminal answer.
+        """
         if request_id not in self.in_flight or self.state is not State.OPEN:
             return []
         return [Send(self._encode(kind, request_id, payload, capacity=False))]
@@ -341,8 +352,8 @@ def _control_ack_problem(ack: HelloAck, version: ProtocolVersion) -> str | None:
         return "control HELLO_ACK carries a session id"
     if not ack.connection_id:
         return "control HELLO_ACK lacks a connection_id"
-    if ack.protocol_version != "1.1" or str(version) != "1.1":
-        return f"control HELLO_ACK protocol is {ack.protocol_version}, not 1.1"
+    if ack.protocol_version != CURRENT_TEXT or version != CURRENT:
+        return f"control HELLO_ACK protocol is {ack.protocol_version}, not {CURRENT_TEXT}"
     if Capability.DIRECTORY_BROWSE not in ack.granted_capabilities:
         return "control HELLO_ACK does not grant directory_browse"
     return None

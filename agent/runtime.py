@@ -36,7 +36,7 @@ from tetherbed.agent.audit.redaction import (
     session_revoked_details,
 )
 from tetherbed.agent.audit.sink import AuditSink, NullAuditSink
-from tetherbed.agent.backoff import HEALTHY_AFTER_SECONDS, Backoff
+from tetherbed.agent.backoff import Backoff
 from tetherbed.agent.config import AgentConfig, Limits
 from tetherbed.agent.exit_codes import AgentExit, exit_for_close
 from tetherbed.agent.hello import build_hello, default_machine_id
@@ -44,6 +44,7 @@ from tetherbed.agent.protocol import AgentProtocol
 from tetherbed.runtime.clock import Clock, SystemClock
 from tetherbed.runtime.event_log import EventLog, EventSink
 from tetherbed.runtime.transport import Connector, MessageTransport, TransportClosed, UpgradeRefused
+from tetherbed.wire.backoff import HEALTHY_AFTER_SECONDS
 from tetherbed.wire.codes import CloseCode, ErrorCode, is_fatal_close
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import Ack, Capability, HardwareDevice, MessageType, Payload

@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from tetherbed.wire import limits
 from tetherbed.wire.messages import Capability
+from tetherbed.wire.version import CURRENT_TEXT
 
 
 class OwnershipPolicy(StrEnum):
@@ -62,7 +63,7 @@ class HubConfig:
     #: Restore an idle-stopped session through its machine's control
     #: connection when a request for it arrives.
     auto_restore: bool = True
-    protocol_version: str = "1.1"
+    protocol_version: str = CURRENT_TEXT
     #: Deliberate bugs, for proving that the simulator's checkers catch them
     #: (docs/scenarios.md): "retry_non_idempotent", "orphan_on_disconnect",
     #: "shared_ids". Never set in normal use.

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable, Iterable
@@ -290,6 +291,15 @@ class HubServer:
         self._timer.cancel()
 
 
+class CannotListen(Exception):
+    """The hub's address cannot be bound: in use, not an address of this host, ..."""
+
+    def __init__(self, host: str, port: int, cause: OSError) -> None:
+        why = os.strerror(cause.errno).lower() if cause.errno else str(cause)
+        super().__init__(f"cannot listen on {host}:{port}: {why}")
+        self.cause = cause
+
+
 async def serve(
     config: HubConfig, store: HubStore, host: str, port: int, *, events: str | None = None
 ) -> None:
@@ -299,7 +309,11 @@ async def serve(
     runner = web.AppRunner(server.app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise CannotListen(host, port, exc) from exc
     bound = runner.addresses[0] if runner.addresses else (host, port)
     print(f"tetherbed hub listening on ws://{bound[0]}:{bound[1]}", flush=True)
     stop = asyncio.Event()

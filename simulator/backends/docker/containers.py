@@ -43,6 +43,7 @@ from testcontainers.core.network import Network
 from tetherbed.simulator.backends.docker.network import RUN_LABEL, RunNetworks
 from tetherbed.simulator.backends.process import hub_arguments
 from tetherbed.simulator.scenario import AgentSpec
+from tetherbed.wire.version import CURRENT_TEXT
 
 log = logging.getLogger("tetherbed.simulator.docker")
 
@@ -181,7 +182,7 @@ def agent_container(
             *["--session-id", spec.session, "--machine-id", spec.machine],
             *f"--journal /logs/{journal} --state-dir /agent-state".split(),
             *["--max-concurrent", str(options.get("max_concurrent", 4))],
-            *["--protocol-version", str(options.get("protocol_version", "1.1"))],
+            *["--protocol-version", str(options.get("protocol_version", CURRENT_TEXT))],
         ]
         if spec.shell:
             command.append("--enable-shell")
