@@ -20,8 +20,9 @@ from enum import Enum, auto
 from tetherbed.agent.actions import Action, Close, Log, Ready, Revoked, Run, Send
 from tetherbed.agent.config import Limits
 from tetherbed.agent.exit_codes import AgentExit
+from tetherbed.agent.spec_codes import error_payload
 from tetherbed.runtime.clock import Clock
-from tetherbed.wire import catalog
+from tetherbed.wire import catalog, strict
 from tetherbed.wire.codes import CloseCode, ErrorCode, ExtensionCode
 from tetherbed.wire.envelope import (
     Envelope,
@@ -34,7 +35,6 @@ from tetherbed.wire.limits import STATUS_INTERVAL_SECONDS
 from tetherbed.wire.messages import (
     Capability,
     Empty,
-    ErrorPayload,
     Hello,
     HelloAck,
     MessageType,
@@ -94,7 +94,9 @@ class AgentProtocol:
     def free_slots(self) -> int:
         return max(self.limits.max_concurrent - len(self.in_flight), 0)
 
-    def complete(self, request_id: str, kind: MessageType, payload: Payload) -> list[Action]:
+    def complete(
+        self, request_id: str, kind: MessageType, payload: Payload | strict.Strict
+    ) -> list[Action]:
         """An operation finished: answer it and release its slot."""
         if request_id not in self.in_flight:
             return []
@@ -109,7 +111,7 @@ class AgentProtocol:
 
     def fail(self, request_id: str, error: ProtocolError) -> list[Action]:
         """An operation failed with a typed error: answer ERROR and release its slot."""
-        return self.complete(request_id, MessageType.ERROR, _error_payload(error))
+        return self.complete(request_id, MessageType.ERROR, error_payload(error))
 
     def emit(self, request_id: str, kind: MessageType, payload: Payload) -> list[Action]:
         """A non-terminal frame of a streaming request (LOCAL_LLM_COMPLETION_CHUNK)."""
@@ -255,7 +257,12 @@ class AgentProtocol:
     def _admit(self, envelope: Envelope, kind: MessageType, capability: Capability) -> list[Action]:
         request_id = envelope.id
         if not request_id:
-            return self._reject(ProtocolError(ExtensionCode.INVALID_MESSAGE, "request has no id"))
+            # Answered under the id it carried (null or ""), the only one there is.
+            return self._reject(
+                ProtocolError(
+                    ExtensionCode.INVALID_MESSAGE, "request has no id", request_id=request_id
+                )
+            )
         is_control_request = kind in catalog.CONTROL_REQUESTS
         if is_control_request != self._control:
             where = "the control connection" if self._control else "a data connection"
@@ -300,7 +307,7 @@ class AgentProtocol:
 
     def _reject(self, error: ProtocolError) -> list[Action]:
         """Answer a frame that was not admitted; it held no slot."""
-        return [Send(self._encode(MessageType.ERROR, error.request_id, _error_payload(error)))]
+        return [Send(self._encode(MessageType.ERROR, error.request_id, error_payload(error)))]
 
     def _status(self) -> Send:
         now = self._clock.monotonic()
@@ -315,7 +322,12 @@ class AgentProtocol:
         return Send(self._encode(MessageType.STATUS, self._new_id(), status))
 
     def _encode(
-        self, kind: MessageType, request_id: str | None, payload: Payload, *, capacity: bool = True
+        self,
+        kind: MessageType,
+        request_id: str | None,
+        payload: Payload | strict.Strict,
+        *,
+        capacity: bool = True,
     ) -> bytes:
         version = str(CURRENT) if kind is MessageType.HELLO else str(self.version)
         return encode_message(
@@ -326,12 +338,6 @@ class AgentProtocol:
             version=version,
             pending_capacity=self.free_slots if capacity else None,
         )
-
-
-def _error_payload(error: ProtocolError) -> ErrorPayload:
-    return ErrorPayload(
-        code=error.code, message=error.message, fatal=error.fatal, details=error.details
-    )
 
 
 def _control_ack_problem(ack: HelloAck, version: ProtocolVersion) -> str | None:

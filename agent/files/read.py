@@ -81,5 +81,4 @@ def read_file(request: FileRead, jail: PathJail, limits: Limits) -> FileContents
         encoding=request.encoding,
         size_bytes=len(data),
         truncated=request.offset + len(data) < size,
-        total_size_bytes=size,
     )
