@@ -124,6 +124,10 @@ class AgentRuntime:
             self._journal = EventLog(config.journal, self.clock.time)
             events = self._journal
         self._event: EventSink = events or _ignore
+        #: Whether anything records events: the per-request payload digest is
+        #: computed only then (hashing a 10 MiB FILE_WRITE takes milliseconds
+        #: of the event loop's time).
+        self._recording_events = events is not None
         self._attempts = 0
         #: The most recent delays chosen between attempts, oldest first (bounded:
         #: an agent may run for months; the journal keeps every one).
@@ -378,12 +382,13 @@ class AgentRuntime:
                 await transport.send(action.data)
             elif isinstance(action, Run):
                 self._last_activity = self.clock.monotonic()
-                self._event(
-                    "exec",
-                    kind=str(action.kind),
-                    request_id=action.request_id,
-                    digest=_digest(action.raw),
-                )
+                if self._recording_events:
+                    self._event(
+                        "exec",
+                        kind=str(action.kind),
+                        request_id=action.request_id,
+                        digest=_digest(action.raw),
+                    )
                 task = asyncio.ensure_future(self._operate(action, protocol, transport, served))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
