@@ -67,10 +67,16 @@ class DataOperations:
         """Perform one request; raises ProtocolError with the spec's code."""
         if kind is MessageType.EXECUTE_COMMAND:
             assert isinstance(payload, ExecuteCommand)
-            cwd = self.jail.resolve_directory(payload.cwd)
-            result = await self._shell(
-                payload, cwd=cwd, limits=self.limits, agent_env=self._agent_env, clock=self._clock
-            )
+            # The child starts in the directory object the jail checked, held
+            # open until it has run: swapping the path meanwhile changes nothing.
+            with self.jail.working_directory(payload.cwd) as cwd:
+                result = await self._shell(
+                    payload,
+                    cwd=cwd,
+                    limits=self.limits,
+                    agent_env=self._agent_env,
+                    clock=self._clock,
+                )
             return MessageType.COMMAND_RESULT, result
         if self.computer_use is not None and kind in self.computer_use.KINDS:
             return await self.computer_use.run(kind, payload)
