@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from tetherbed.agent.temporaries import TemporaryLedger
 from tetherbed.wire.codes import ErrorCode, ExtensionCode
 from tetherbed.wire.errors import ProtocolError
 
@@ -152,7 +153,9 @@ class PathJail:
     Immutable after construction, so one jail may serve concurrent worker threads.
     """
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, temporaries: TemporaryLedger | None = None) -> None:
+        """`temporaries` records the temporary files operations create in the tree
+        (see agent/temporaries.py); by default nothing is recorded."""
         canonical = os.path.realpath(root)
         if not os.path.exists(canonical):
             raise FileNotFoundError(errno.ENOENT, "allowed root does not exist", root)
@@ -162,6 +165,7 @@ class PathJail:
         self._name_max = os.pathconf(canonical, "PC_NAME_MAX")
         self._path_max = os.pathconf(canonical, "PC_PATH_MAX")
         self._can_verify_descriptors = os.path.isdir("/proc/self/fd")
+        self.temporaries = temporaries or TemporaryLedger(None)
 
     # --- membership ----------------------------------------------------------
 

@@ -153,7 +153,12 @@ class AgentRuntime:
         from tetherbed.agent.operations import DataOperations
 
         computer_use = self._computer_use()
-        return DataOperations(root=self.config.root, clock=self.clock, computer_use=computer_use)
+        return DataOperations(
+            root=self.config.root,
+            clock=self.clock,
+            computer_use=computer_use,
+            temporaries_dir=state_dir / "temporaries",
+        )
 
     def _computer_use(self) -> Any:
         """Computer use on the configured display, when one works (checked once)."""

@@ -40,6 +40,13 @@ class AgentLink:
         if waiter is not None and not waiter.done() and frame["type"] != "STATUS":
             waiter.set_result(frame)
 
+    def _lost(self) -> None:
+        """The connection ended: every request still waiting gets no answer."""
+        for waiter in self._waiting.values():
+            if not waiter.done():
+                waiter.set_exception(ConnectionError("the agent connection closed"))
+        self._waiting.clear()
+
     async def send(self, frame: dict[str, Any]) -> None:
         await self.conn.send(msgspec.json.encode({"ts": 1.0, "version": "1.1", **frame}).decode())
 
@@ -102,3 +109,4 @@ class PlatformServer:
             pass
         finally:
             link.closed.set()
+            link._lost()
