@@ -9,6 +9,13 @@ What it owns: the HELLO/HELLO_ACK handshake and its checks, version rules,
 capability enforcement, the `max_concurrent` admission limit, the envelope-level
 `pending_capacity`, STATUS frames (periodic and on the full→not-full edge),
 PING→PONG, and SESSION_REVOKED handling.
+
+With `strict_wire` it plays the strict profile: every frame from the platform is
+first checked against `wire/strict.py` (the spec's messages exactly), and one
+that fails is dropped without an answer, as the public reference shim drops
+what its `extra="forbid"` models refuse. The spec says every request gets a
+response with the same id; this profile exists to prove that a platform
+survives peers that do not (docs/spec-notes.md, "The strict profile").
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ class AgentProtocol:
         session_id: str | None,
         audit_bytes: Callable[[], int] = lambda: 0,
         status_interval: float = STATUS_INTERVAL_SECONDS,
+        strict_wire: bool = False,
     ) -> None:
         self.hello = hello
         self.session_id = session_id
@@ -83,6 +91,7 @@ class AgentProtocol:
         self._started = clock.monotonic()
         self._next_status = self._started + status_interval
         self._control = session_id is None
+        self._strict_wire = strict_wire
 
     # --- outgoing ----------------------------------------------------------
 
@@ -137,6 +146,10 @@ class AgentProtocol:
         """One frame from the platform. Never raises on bad input."""
         if self.state is State.CLOSED:
             return []
+        if self._strict_wire and (refused := _strict_refusal(data)) is not None:
+            if self.state is State.AWAITING_ACK and _is_hello_ack(data):
+                return self._handshake_failed(f"strict profile refused the HELLO_ACK: {refused}")
+            return [Log("warning", f"strict profile: dropped a frame without answer: {refused}")]
         try:
             envelope = decode_envelope(data)
         except WireError as exc:
@@ -338,6 +351,22 @@ class AgentProtocol:
             version=version,
             pending_capacity=self.free_slots if capacity else None,
         )
+
+
+def _strict_refusal(data: bytes) -> str | None:
+    """Why a strict peer would refuse this platform frame, or None if it would not."""
+    try:
+        strict.check_frame(data, from_shim=False)
+    except strict.StrictViolation as exc:
+        return str(exc)[:300]
+    return None
+
+
+def _is_hello_ack(data: bytes) -> bool:
+    try:
+        return decode_envelope(data).type == MessageType.HELLO_ACK
+    except WireError:
+        return False
 
 
 def _control_ack_problem(ack: HelloAck, version: ProtocolVersion) -> str | None:

@@ -332,6 +332,7 @@ class AgentRuntime:
             new_id=self._new_id,
             session_id=self.config.session_id,
             audit_bytes=lambda: self.audit.size_bytes,
+            strict_wire=self.config.strict_wire,
         )
         served = _Served()
         ready_at: float | None = None
