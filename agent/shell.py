@@ -72,8 +72,8 @@ _NOT_EXECUTABLE_ERRNOS = frozenset(
 
 _STDOUT = 1
 _STDERR = 2
-#: One read per readiness event, as large as asyncio's own pipe transports read.
-_READ_BYTES = 256 * 1024
+#: One read per readiness event; a Linux pipe holds 64 KiB.
+_READ_BYTES = 64 * 1024
 
 
 async def run_command(
@@ -167,7 +167,7 @@ class OutputCapture:
     def truncated(self) -> bool:
         return self._cut[_STDOUT] or self._cut[_STDERR]
 
-    def feed(self, fd: int, chunk: bytes) -> None:
+    def feed(self, fd: int, chunk: bytes | memoryview) -> None:
         """Keep what fits of `chunk`; the rest is dropped and remembered as a cut."""
         if len(chunk) > self._room:
             self._cut[fd] = True
@@ -315,6 +315,10 @@ class _Child:
         self._reading: set[int] = set()
         self._capture = capture
         self._reap = threading.Event()
+        #: One buffer reused for every read: output past the budget is read
+        #: and dropped without allocating anything.
+        self._buffer = bytearray(_READ_BYTES)
+        self._view = memoryview(self._buffer)
 
     def watch(self) -> None:
         """Start the thread that learns the exit status."""
@@ -335,13 +339,13 @@ class _Child:
 
     def _readable(self, stream: int) -> None:
         try:
-            chunk = os.read(self._pipes[stream], _READ_BYTES)
+            count = os.readv(self._pipes[stream], [self._buffer])
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
-            chunk = b""  # EIO and the like: nothing more will come
-        if chunk:
-            self._capture.feed(stream, chunk)
+            count = 0  # EIO and the like: nothing more will come
+        if count:
+            self._capture.feed(stream, self._view[:count])  # copied only if kept
             return
         self._release(stream)
         if not self._reading and not self.drained.done():
