@@ -83,6 +83,9 @@ class AgentConfig:
     clipboard_read_own: bool = False
     #: Write the simulator's event journal here (JSONL; see runtime/event_log.py).
     journal: str | None = None
+    #: The strict profile (`--strict-wire`): imitate the public reference shim,
+    #: which silently drops a frame its strict models refuse (docs/spec-notes.md).
+    strict_wire: bool = False
     #: Deliberate bugs, for proving that the simulator's checkers catch them
     #: (see docs/scenarios.md). Never set in normal use.
     defects: frozenset[str] = frozenset()

@@ -144,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="let CLIPBOARD_READ return text the agent itself wrote in the last 30 s",
     )
     agent.add_argument("--journal", default=None, help="write agent events as JSONL here")
+    agent.add_argument(
+        "--strict-wire",
+        action="store_true",
+        help="strict profile: imitate the public reference shim, which drops without an answer "
+        "any request with a field the spec does not name or a value of the wrong type "
+        "(for testing platforms; the spec itself says every request gets a response)",
+    )
     agent.add_argument("--protocol-version", default=CURRENT_TEXT, help=argparse.SUPPRESS)
     agent.add_argument(
         "--defect",
@@ -437,6 +444,7 @@ def _agent(args: argparse.Namespace) -> int:
         serial_ports=serial_ports,
         display=args.display,
         clipboard_read_own=args.clipboard_read_own,
+        strict_wire=args.strict_wire,
     )
 
     async def run() -> int:
