@@ -67,6 +67,8 @@ class DshConfig:
     job_ring_bytes: int = 1 * C.MiB
     #: Out-of-order chunks held per execution while waiting for a gap.
     max_buffered_chunks: int = 256
+    #: The hub's state directory, for the runtime's runtime.json (§10.2).
+    state_dir: str = ""
     defects: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
