@@ -322,7 +322,9 @@ class AgentCore:
         self.last_error = None
         if first:
             actions.append(Log("info", f"connected as {self.name} ({value['computerId']})"))
-        self._heartbeat_at = now
+        # Report capabilities and metadata on every new stream (§11.1, §11.6.1).
+        self._heartbeat_at = now + self.heartbeat_s
+        actions += self._send(self._heartbeat_post(), now)
         return actions + self._due_posts(now)
 
     def stream_lost(self, generation: int, reason: str) -> list[Action]:
