@@ -27,6 +27,9 @@ from xml.sax.saxutils import escape
 
 from tetherbed.wire.dsh import constants as C
 
+#: `nohup` forces the detached-process fallback even where systemd exists
+#: (tests, containers that have systemctl but no user session).
+SERVICE_ENV = "DSH_COMPUTERS_SERVICE"
 PID_FILE = "agent.pid"
 #: Output of a nohup-started agent that did not reach its own log (a crash).
 OUT_FILE = "agent.out"
@@ -70,7 +73,10 @@ class Service:
     # --- install -----------------------------------------------------------
 
     def install(self) -> str:
-        if sys.platform == "darwin":
+        forced = os.environ.get(SERVICE_ENV, "")
+        if forced == "nohup":
+            mode = "nohup"
+        elif sys.platform == "darwin":
             mode = self._install_launchd()
         elif sys.platform == "win32":
             raise ServiceError(

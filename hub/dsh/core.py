@@ -94,6 +94,9 @@ class Execution:
     #: agent's own kill time plus grace.
     deadline: float
     assembler: ChunkAssembler
+    #: The output so far, bounded (§11.2: the host keeps the tail even for a
+    #: foreground call); a job promoted at timeout starts from it.
+    ring: OutputRing
     #: A foreground caller waits for Settled (False once promoted to a job).
     watched: bool = True
     job: Job | None = None
@@ -323,8 +326,7 @@ class DshHubCore:
             for name, data in (("stdout", piece.stdout), ("stderr", piece.stderr)):
                 if not data:
                     continue
-                if execution.job is not None:
-                    execution.job.ring.append(data)
+                execution.ring.append(data)
                 if execution.watched:
                     actions.append(Output(execution.request_id, name, data))
         return OK, actions
@@ -558,6 +560,7 @@ class DshHubCore:
             now,
             deadline,
             ChunkAssembler(self.config.max_buffered_chunks, self._out_of_order),
+            OutputRing(self.config.job_ring_bytes),
             watched=not background,
         )
         if background:
@@ -587,7 +590,7 @@ class DshHubCore:
             computer_name=computer.name,
             command=execution.command,
             started_at=self.clock.time(),
-            ring=OutputRing(self.config.job_ring_bytes),
+            ring=execution.ring,
         )
         self.jobs[job.id] = job
         return job

@@ -342,20 +342,22 @@ def test_timeout_promotes_to_a_background_job() -> None:
     stream = hub.stream(token)
     execution = _exec(hub, timeout_ms=1000)
     assert hub.last(stream, "exec")["timeoutMs"] == 3_600_000  # the agent may keep it running
+    early = {"requestId": execution.request_id, "seq": 0, "stdout": b64(b"early\n")}
+    hub.call(hub.core.chunk(token, early))
     hub.tick(1.0)
     promoted = hub.settled[execution.request_id].value
     assert promoted["promoted"] is True
     job_id = promoted["jobId"]
-    chunk = {"requestId": execution.request_id, "seq": 0, "stdout": b64(b"later\n")}
+    chunk = {"requestId": execution.request_id, "seq": 1, "stdout": b64(b"later\n")}
     hub.call(hub.core.chunk(token, chunk))
-    assert execution.request_id not in hub.outputs  # nobody watches any more
+    assert len(hub.outputs[execution.request_id]) == 1  # nobody watches any more
     view = hub.core.job_view("alice", job_id)
-    assert view["running"] and view["output"] == "later\n"
+    assert view["running"] and view["output"] == "early\nlater\n"
     assert isinstance(hub.core.job_view("bob", job_id), ToolError)
     result = {"requestId": execution.request_id, "ok": True, "exitCode": 0, "stdout": "later\n"}
     hub.call(hub.core.result(token, result))
-    done = hub.core.job_view("alice", job_id, since=3)
-    assert not done["running"] and done["exitCode"] == 0 and done["output"] == "er\n"
+    done = hub.core.job_view("alice", job_id, since=8)
+    assert not done["running"] and done["exitCode"] == 0 and done["output"] == "ter\n"
 
 
 def test_cancel_sends_cancel_and_settles_aborted() -> None:
