@@ -156,6 +156,30 @@
     return el;
   }
 
+  // Icons as inline SVG: no icon font or emoji font is needed on the machine.
+  var ICONS = {
+    gear: "M12 15.5a3.5 3.5 0 1 0 0-7 3.5 3.5 0 0 0 0 7Zm7.4-2.5a7.6 7.6 0 0 0 0-2l2-1.6-2-3.4-2.4 1a7.4 7.4 0 0 0-1.7-1L15 3.5h-4l-.3 2.5a7.4 7.4 0 0 0-1.7 1l-2.4-1-2 3.4 2 1.6a7.6 7.6 0 0 0 0 2l-2 1.6 2 3.4 2.4-1a7.4 7.4 0 0 0 1.7 1l.3 2.5h4l.3-2.5a7.4 7.4 0 0 0 1.7-1l2.4 1 2-3.4-2-1.6Z",
+    trash: "M4 7h16M10 11v6M14 11v6M6 7l1 13h10l1-13M9 7V4h6v3"
+  };
+
+  function icon(name) {
+    var ns = "http://www.w3.org/2000/svg";
+    var svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("width", "18");
+    svg.setAttribute("height", "18");
+    svg.setAttribute("aria-hidden", "true");
+    var path = document.createElementNS(ns, "path");
+    path.setAttribute("d", ICONS[name]);
+    path.setAttribute("fill", "none");
+    path.setAttribute("stroke", "currentColor");
+    path.setAttribute("stroke-width", "1.8");
+    path.setAttribute("stroke-linecap", "round");
+    path.setAttribute("stroke-linejoin", "round");
+    svg.appendChild(path);
+    return svg;
+  }
+
   var root = document.getElementById("dshc-root");
   var toastEl = document.getElementById("dshc-toast");
   var toastTimer = null;
@@ -291,9 +315,9 @@
             h("span", { class: "dshc-dot", "data-state": online ? "online" : "offline" }),
             h("span", { text: online ? t("online") : t("offline") })),
           h("button", { class: "dshc-icon", type: "button", title: t("rename"), "aria-label": t("rename") + " " + computer.name,
-                        "data-dshc": "rename-" + computer.id, onclick: function () { openRename(computer); } }, "⚙"),
+                        "data-dshc": "rename-" + computer.id, onclick: function () { openRename(computer); } }, icon("gear")),
           h("button", { class: "dshc-icon dshc-danger", type: "button", title: t("remove"), "aria-label": t("remove") + " " + computer.name,
-                        "data-dshc": "delete-" + computer.id, onclick: function () { openDelete(computer); } }, "🗑"))
+                        "data-dshc": "delete-" + computer.id, onclick: function () { openDelete(computer); } }, icon("trash")))
       );
     });
     return list;
