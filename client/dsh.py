@@ -280,6 +280,20 @@ class ComputerSettings(_Session):
     async def delete(self, computer_id: str) -> dict[str, Any]:
         return await self._call("POST", "delete", {"id": computer_id})
 
+    # §10.5: this hub as a machine of another hub (role runtime or both).
+
+    async def runtime(self) -> dict[str, Any]:
+        return await self._call("GET", "runtime")
+
+    async def runtime_connect(self, server_url: str, key: str) -> dict[str, Any]:
+        return await self._call("POST", "runtime/connect", {"serverUrl": server_url, "key": key})
+
+    async def runtime_enable(self, enabled: bool) -> dict[str, Any]:
+        return await self._call("POST", "runtime/enable", {"enabled": enabled})
+
+    async def runtime_disconnect(self) -> dict[str, Any]:
+        return await self._call("POST", "runtime/disconnect", {})
+
 
 __all__ = [
     "ComputerSettings",

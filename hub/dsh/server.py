@@ -319,8 +319,8 @@ class DshServer:
             await response.write(encode_retry(C.SSE_RETRY_MS))
             self._apply(actions)
             await self._pump(channel)
-        except (ConnectionError, RuntimeError, asyncio.CancelledError, TimeoutError):
-            pass
+        except (ConnectionError, RuntimeError, TimeoutError):
+            pass  # the peer is gone or stopped reading: the stream is over
         finally:
             self._channels.pop(stream, None)
             self._apply(self.core.stream_closed(stream))
@@ -659,8 +659,13 @@ class DshServer:
                 await response.prepare(request)
                 await _line(response, {"type": "started", "requestId": rid, "computer": who})
             settled = await self._await_settled(request, user, rid, queue, response)
-        except (ConnectionError, RuntimeError, asyncio.CancelledError):
+        except (ConnectionError, RuntimeError):
+            # The caller went away while output was being written (§5.2: an
+            # aborted call cancels the command).
             self._apply(self.core.cancel_exec(user, rid, "aborted: the caller went away"))
+            return response if response is not None else web.Response(status=499)
+        except asyncio.CancelledError:
+            self._apply(self.core.cancel_exec(user, rid, "aborted: the hub is stopping"))
             raise
         finally:
             self._waiters.pop(rid, None)
@@ -673,11 +678,12 @@ class DshServer:
             body: dict[str, Any] = {"code": error.code, "message": error.message}
             if error.details is not None:
                 body["details"] = error.details
-            await _line(response, {"type": "error", "status": error.status, "error": body})
+            last = {"type": "error", "status": error.status, "error": body}
         else:
-            content = tools.render_exec(value)
-            await _line(response, {"type": "result", "value": value, "content": content})
-        await response.write_eof()
+            last = {"type": "result", "value": value, "content": tools.render_exec(value)}
+        with contextlib.suppress(ConnectionError, RuntimeError):  # the caller left
+            await _line(response, last)
+            await response.write_eof()
         return response
 
     async def _await_settled(

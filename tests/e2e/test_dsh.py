@@ -163,6 +163,21 @@ def test_cancel_kills_the_command_and_its_children(bed: Bed, agent: Agent) -> No
     _wait_for(lambda: not _alive(child), timeout=5, what="the cancelled command's child to die")
 
 
+def test_a_caller_that_goes_away_cancels_its_command(bed: Bed, agent: Agent) -> None:
+    pid_file = agent.workspace / "abandoned.pid"
+
+    async def run() -> None:
+        async with bed.tools() as tools:
+            command = f"sleep 60 & echo $! > {pid_file}; echo started; wait"
+            async for event in tools.exec_stream(agent.name, command):
+                if event.type == "output":
+                    break  # leaving the stream closes the connection
+
+    asyncio.run(run())
+    child = int(pid_file.read_text())
+    _wait_for(lambda: not _alive(child), timeout=5, what="the abandoned command's child to die")
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -318,3 +333,46 @@ def test_join_sh_installs_and_starts_the_agent(bed: Bed) -> None:
         if pid is not None:
             os.kill(pid, signal.SIGTERM)
             _wait_for(lambda: not _alive(pid), timeout=10, what="the joined agent to stop")
+
+
+def test_runtime_mode_makes_one_hub_a_machine_of_another(bed: Bed, tmp_path: Path) -> None:
+    """§10: hub B connects itself to hub A with a key from A; A then runs commands on B."""
+    other = start_hub(tmp_path / "b-state", args=["--dsh-role", "runtime"])
+    try:
+        token_b = other.token("bob", "client")
+        key = _key(bed)
+
+        async def connect() -> dict:
+            async with ComputerSettings(other.http_url, token_b) as b:
+                assert (await b.state())["role"] == "runtime"
+                status = await b.runtime_connect(bed.url, key)
+                assert status["configured"] and status["enabled"]
+                for _ in range(100):
+                    status = await b.runtime()
+                    if status["connected"]:
+                        return status
+                    await asyncio.sleep(0.1)
+                raise AssertionError(f"the runtime did not connect: {status}")
+
+        status = asyncio.run(connect())
+        assert status["serverUrl"] == bed.url and status["lastError"] is None
+        runtime_file = tmp_path / "b-state" / "runtime.json"
+        assert runtime_file.stat().st_mode & 0o077 == 0
+        name = status["name"]
+
+        async def run_on_b() -> str:
+            async with bed.tools() as tools:
+                return (await tools.exec(status["computerId"], "echo from-b")).value["stdout"]
+
+        assert asyncio.run(run_on_b()) == "from-b\n"
+        assert (_computer(bed, name) or {}).get("online")
+
+        async def disconnect() -> dict:
+            async with ComputerSettings(other.http_url, token_b) as b:
+                return await b.runtime_disconnect()
+
+        assert asyncio.run(disconnect())["configured"] is False
+        assert not runtime_file.exists()
+        _wait_for(lambda: not (_computer(bed, name) or {}).get("online"), what="B offline")
+    finally:
+        other.stop()
