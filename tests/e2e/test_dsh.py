@@ -84,6 +84,10 @@ def _computer(bed: Bed, name: str) -> dict | None:
     return next((c for c in _state(bed)["computers"] if c["name"] == name), None)
 
 
+def _computer_by_id(bed: Bed, computer_id: str) -> dict | None:
+    return next((c for c in _state(bed)["computers"] if c["id"] == computer_id), None)
+
+
 @dataclass
 class Agent:
     home: Path
@@ -358,14 +362,14 @@ def test_runtime_mode_makes_one_hub_a_machine_of_another(bed: Bed, tmp_path: Pat
         assert status["serverUrl"] == bed.url and status["lastError"] is None
         runtime_file = tmp_path / "b-state" / "runtime.json"
         assert runtime_file.stat().st_mode & 0o077 == 0
-        name = status["name"]
+        computer_id = status["computerId"]
 
         async def run_on_b() -> str:
             async with bed.tools() as tools:
-                return (await tools.exec(status["computerId"], "echo from-b")).value["stdout"]
+                return (await tools.exec(computer_id, "echo from-b")).value["stdout"]
 
         assert asyncio.run(run_on_b()) == "from-b\n"
-        assert (_computer(bed, name) or {}).get("online")
+        assert (_computer_by_id(bed, computer_id) or {}).get("online")
 
         async def disconnect() -> dict:
             async with ComputerSettings(other.http_url, token_b) as b:
@@ -373,6 +377,8 @@ def test_runtime_mode_makes_one_hub_a_machine_of_another(bed: Bed, tmp_path: Pat
 
         assert asyncio.run(disconnect())["configured"] is False
         assert not runtime_file.exists()
-        _wait_for(lambda: not (_computer(bed, name) or {}).get("online"), what="B offline")
+        _wait_for(
+            lambda: not (_computer_by_id(bed, computer_id) or {}).get("online"), what="B offline"
+        )
     finally:
         other.stop()
