@@ -19,6 +19,7 @@ from tetherbed.client.dsh import ComputerSettings, ComputerToolError, ComputerTo
 from tetherbed.launch import (
     HubProcess,
     ManagedProcess,
+    dsh_agent_command,
     enroll_dsh_agent,
     start_dsh_agent,
     start_hub,
@@ -250,6 +251,25 @@ def test_a_timeout_promotes_the_command_to_a_background_job(bed: Bed, agent: Age
 
     view = asyncio.run(run())
     assert view["output"] == "start\ndone\n" and view["exitCode"] == 0
+
+
+def test_enroll_keeps_a_saved_connection_unless_replaced(bed: Bed, agent: Agent) -> None:
+    command = [
+        *dsh_agent_command(agent.home, "enroll", "--server", bed.url, "--key", _key(bed)),
+    ]
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 1
+    assert "already connected to" in refused.stderr and "--replace" in refused.stderr
+    status = subprocess.run(
+        dsh_agent_command(agent.home, "status"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert status.returncode == 0 and "(redacted)" in status.stdout
+    token = json.loads((agent.home / "config.json").read_text())["token"]
+    assert token not in status.stdout
 
 
 def test_rename_reaches_the_agent(bed: Bed, agent: Agent) -> None:

@@ -429,3 +429,12 @@ def test_fs_requests_run_and_answer_on_fs_result() -> None:
 def test_unknown_defects_are_refused() -> None:
     with pytest.raises(ValueError):
         Agent(defects=frozenset({"nope"}))
+
+
+def test_the_enroll_body_is_strict() -> None:
+    from tetherbed.agent.dsh.enrollment import enroll_body
+
+    body = enroll_body("dshc_" + "a" * 43, "desk", "/home/me")
+    assert schema.problems(body, schema.ENROLL_REQUEST) == []
+    assert body["machine"]["name"] == "desk" and body["metadata"]["workspaceBase"] == "/home/me"
+    assert body["capabilities"] == ["exec", "fs"]
