@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from tetherbed.hub.dsh.config import DshConfig
 from tetherbed.wire import limits
 from tetherbed.wire.messages import Capability
 from tetherbed.wire.version import CURRENT_TEXT
@@ -68,6 +69,8 @@ class HubConfig:
     #: (docs/scenarios.md): "retry_non_idempotent", "orphan_on_disconnect",
     #: "shared_ids". Never set in normal use.
     defects: frozenset[str] = frozenset()
+    #: The dsh-computers routes' settings (hub/dsh).
+    dsh: DshConfig = field(default_factory=DshConfig)
 
     def __post_init__(self) -> None:
         unknown = set(self.defects) - HUB_DEFECTS

@@ -23,6 +23,7 @@ from tetherbed.hub.actions import Close, HubAction, Send
 from tetherbed.hub.admission import Refusal, admit_agent, admit_client, bearer_token
 from tetherbed.hub.config import HubConfig
 from tetherbed.hub.core import HubCore
+from tetherbed.hub.dsh.server import mount_dsh_computers
 from tetherbed.hub.links import ClientLink
 from tetherbed.hub.store import HubStore
 from tetherbed.hub.timer_driver import CoreTimer
@@ -76,6 +77,7 @@ class HubServer:
             ]
         )
         self.app.on_shutdown.append(self._on_shutdown)
+        self.dsh = mount_dsh_computers(self.app, store, config.dsh)
         self._timer = CoreTimer(self.core, self._apply)
         self._sockets: set[web.WebSocketResponse] = set()
         self._closing: set[asyncio.Task[Any]] = set()

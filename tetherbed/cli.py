@@ -8,12 +8,16 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tetherbed import __version__
 from tetherbed.agent.config import AGENT_DEFECTS
 from tetherbed.hub.config import HUB_DEFECTS, OwnershipPolicy
 from tetherbed.runtime import event_loop
 from tetherbed.wire.version import CURRENT_TEXT
+
+if TYPE_CHECKING:
+    from tetherbed.hub.dsh.config import DshConfig
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -65,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     hub.add_argument("--protocol-version", default=CURRENT_TEXT, help=argparse.SUPPRESS)
     hub.add_argument("--state", help="directory for the hub's SQLite state (required)")
     _hub_limits(hub)
+    _dsh_hub_options(hub)
     hub_commands = hub.add_subparsers(dest="hub_command")
     token = hub_commands.add_parser("token", help="bearer tokens")
     token_commands = token.add_subparsers(dest="token_command", required=True)
@@ -101,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Without --session-id the agent runs in control mode: it opens the "
         "machine's control connection and starts a child agent per activated session.",
     )
+    _dsh_agent_transport(agent)
     agent.add_argument("--hub", help="hub base URL, e.g. ws://127.0.0.1:8765 (required)")
     agent.add_argument(
         "--token", default=None, help="agent bearer token (default: $TETHERBED_AGENT_TOKEN)"
@@ -235,6 +241,11 @@ def _leading_log_level(argv: list[str]) -> tuple[list[str], list[str]]:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     level, rest = _leading_log_level(argv)
+    dsh_agent = _dsh_agent_argv(rest)
+    if dsh_agent is not None:
+        from tetherbed.agent.dsh.cli import main as dsh_agent_main
+
+        return dsh_agent_main(dsh_agent)
     # These parse their own arguments (after the subcommand, the option is theirs).
     if rest[:1] == ["proxy"]:
         from tetherbed.simulator.proxy.cli import main as proxy_main
@@ -307,6 +318,11 @@ def _hub(args: argparse.Namespace) -> int:
         value = getattr(args, option)
         if value is not None:
             setattr(config, field, value)
+    try:
+        config.dsh = _dsh_config(args)
+    except ValueError as exc:
+        print(f"tetherbed hub: {exc}", file=sys.stderr)
+        return 2
     host, port = args.listen
     try:
         event_loop.run(serve(config, store, host, port, events=args.events))
@@ -469,6 +485,95 @@ def _agent(args: argparse.Namespace) -> int:
         return int(stop.exit_code)
 
     return event_loop.run(run())
+
+
+# === dsh-computers (hub/dsh, agent/dsh) ==========================================
+
+
+def _dsh_agent_transport(agent: argparse.ArgumentParser) -> None:
+    agent.add_argument(
+        "--transport",
+        choices=["websocket", "sse"],
+        default="websocket",
+        help="websocket: the local-executor agent (the options below); sse: the "
+        "dsh-computers agent, `tetherbed agent --transport sse {enroll,run,status,service}` "
+        "(see `tetherbed agent --transport sse --help`)",
+    )
+
+
+def _dsh_agent_argv(argv: list[str]) -> list[str] | None:
+    """The dsh agent's own arguments when argv is `agent --transport sse ...`."""
+    if argv[:1] != ["agent"]:
+        return None
+    rest = argv[1:]
+    for index, item in enumerate(rest):
+        if item == "--transport" and index + 1 < len(rest):
+            if rest[index + 1] != "sse":
+                return None
+            return rest[:index] + rest[index + 2 :]
+        if item.startswith("--transport="):
+            if item.partition("=")[2] != "sse":
+                return None
+            return rest[:index] + rest[index + 1 :]
+    return None
+
+
+def _dsh_hub_options(hub: argparse.ArgumentParser) -> None:
+    from tetherbed.hub.dsh.config import DSH_HUB_DEFECTS
+
+    group = hub.add_argument_group("dsh-computers (SSE agents, /api/dsh-computers)")
+    group.add_argument(
+        "--public-url",
+        default="",
+        help="the address machines reach this hub at, used in install commands "
+        "(default: the address each request arrived on; never a request header)",
+    )
+    group.add_argument(
+        "--dsh-role",
+        choices=["hub", "runtime", "both"],
+        default="both",
+        help="serve machines (hub), be a machine of another hub (runtime), or both",
+    )
+    group.add_argument("--dsh-key-ttl-minutes", type=_positive_float, default=None)
+    group.add_argument("--dsh-heartbeat-ms", type=_positive_int, default=None)
+    group.add_argument("--dsh-exec-timeout-ms", type=_positive_int, default=None)
+    group.add_argument(
+        "--dsh-no-promote-on-timeout",
+        action="store_true",
+        help="cancel a foreground command at its timeout instead of making it a background job",
+    )
+    group.add_argument("--dsh-min-agent-version", default=None)
+    group.add_argument("--dsh-exec-disabled", action="store_true", help="refuse computer_exec")
+    group.add_argument(
+        "--dsh-defect",
+        action="append",
+        default=[],
+        choices=sorted(DSH_HUB_DEFECTS),
+        help="enable a deliberate bug, to prove a conformance case catches it",
+    )
+
+
+def _dsh_config(args: argparse.Namespace) -> DshConfig:
+    from tetherbed.hub.dsh.config import DshConfig
+
+    config = DshConfig(
+        public_url=args.public_url,
+        role=args.dsh_role,
+        promote_on_timeout=not args.dsh_no_promote_on_timeout,
+        exec_enabled=not args.dsh_exec_disabled,
+        state_dir=str(args.state),
+        defects=frozenset(args.dsh_defect),
+    )
+    for option, field in [
+        ("dsh_key_ttl_minutes", "key_ttl_minutes"),
+        ("dsh_heartbeat_ms", "heartbeat_ms"),
+        ("dsh_exec_timeout_ms", "exec_timeout_ms"),
+        ("dsh_min_agent_version", "min_agent_version"),
+    ]:
+        value = getattr(args, option)
+        if value is not None:
+            setattr(config, field, value)
+    return config
 
 
 if __name__ == "__main__":
