@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from tetherbed.hub.dsh.config import DshConfig
 from tetherbed.wire import limits
 from tetherbed.wire.messages import Capability
+from tetherbed.wire.version import CURRENT_TEXT
 
 
 class OwnershipPolicy(StrEnum):
@@ -84,13 +86,15 @@ class HubConfig:
     #: closed (1008) rather than allowed to hold anyone up.
     slow_consumer_bytes: int = 48 * limits.MiB
     slow_consumer_seconds: float = 20.0
-    protocol_version: str = "1.1"
+    protocol_version: str = CURRENT_TEXT
     #: Deliberate bugs, for proving that the simulator's checkers catch them
     #: (docs/scenarios.md): "retry_non_idempotent", "orphan_on_disconnect",
     #: "shared_ids", and for the drivers "head_of_line" (send to a peer
     #: inside the sender's read loop, as the hub once did). Never set in
     #: normal use.
     defects: frozenset[str] = frozenset()
+    #: The dsh-computers routes' settings (hub/dsh).
+    dsh: DshConfig = field(default_factory=DshConfig)
 
     def __post_init__(self) -> None:
         unknown = set(self.defects) - HUB_DEFECTS

@@ -492,7 +492,12 @@ class HubCore:
             if answer.error is not None:
                 actions.append(Send(link.peer, self._error_frame(envelope.id, answer.error)))
             actions.append(Close(link.peer, answer.code, answer.reason))
-            actions.append(Record("refused", {"conn": link.connection_id, "code": answer.code}))
+            actions.append(
+                Record(
+                    "refused",
+                    {"conn": link.connection_id, "code": answer.code, "reason": answer.reason},
+                )
+            )
             return actions
         target = self._claim(link, actions)
         if target is None:
@@ -569,7 +574,12 @@ class HubCore:
             actions.append(
                 Close(link.peer, CloseCode.SESSION_REVOKED, json.dumps({"reason": "user_revoked"}))
             )
-            actions.append(Record("refused", {"conn": link.connection_id, "code": 4428}))
+            actions.append(
+                Record(
+                    "refused",
+                    {"conn": link.connection_id, "code": 4428, "reason": "session revoked"},
+                )
+            )
             return None
         old = target.owner
         holder = old.machine_id if old is not None else self._reservation(target)

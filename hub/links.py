@@ -9,6 +9,7 @@ from typing import Any
 from tetherbed.hub.agent_states import AgentState
 from tetherbed.wire import catalog
 from tetherbed.wire.envelope import Envelope
+from tetherbed.wire.version import CURRENT_TEXT
 
 NEVER = float("inf")
 
@@ -100,7 +101,7 @@ class AgentLink:
     connection_id: str
     state: AgentState = AgentState.AWAITING_HELLO
     machine_id: str = ""
-    version: str = "1.1"
+    version: str = CURRENT_TEXT
     granted: frozenset[str] = frozenset()
     #: The root the agent serves, from its HELLO (None on control connections).
     allowed_root: str | None = None

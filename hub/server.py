@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import signal
 import struct
 import time
@@ -26,6 +27,7 @@ from tetherbed.hub.admission import Refusal, admit_agent, admit_client, bearer_t
 from tetherbed.hub.config import HubConfig
 from tetherbed.hub.core import HubCore
 from tetherbed.hub.driver import ActionRunner
+from tetherbed.hub.dsh.server import mount_dsh_computers
 from tetherbed.hub.links import ClientLink
 from tetherbed.hub.outbox import Outbox, Outboxes
 from tetherbed.hub.store import HubStore
@@ -104,6 +106,7 @@ class HubServer:
             ]
         )
         self.app.on_shutdown.append(self._on_shutdown)
+        self.dsh = mount_dsh_computers(self.app, store, config.dsh)
         self._timer = CoreTimer(self.core, self._apply)
         self._sockets: dict[web.WebSocketResponse, Outbox] = {}
         self._runner: web.AppRunner | None = None
@@ -127,7 +130,12 @@ class HubServer:
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            self._runner = None
+            raise CannotListen(host, port, exc) from exc
         bound = self._runner.addresses[0] if self._runner.addresses else (host, port)
         return str(bound[0]), int(bound[1])
 
@@ -396,6 +404,15 @@ class HubServer:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(5):
                 await peer.close(code=code, message=reason.encode("utf-8")[:123])
+
+
+class CannotListen(Exception):
+    """The hub's address cannot be bound: in use, not an address of this host, ..."""
+
+    def __init__(self, host: str, port: int, cause: OSError) -> None:
+        why = os.strerror(cause.errno).lower() if cause.errno else str(cause)
+        super().__init__(f"cannot listen on {host}:{port}: {why}")
+        self.cause = cause
 
 
 async def serve(

@@ -27,6 +27,7 @@ from tetherbed.wire.catalog import STREAMING_RESPONSES
 from tetherbed.wire.envelope import EMPTY_PAYLOAD, Envelope, decode_envelope, encode_message
 from tetherbed.wire.errors import WireError
 from tetherbed.wire.messages import MessageType
+from tetherbed.wire.version import CURRENT_TEXT
 
 #: Error codes after which the request may have happened: recorded as `info`.
 UNKNOWN_OUTCOME_CODES = frozenset(
@@ -74,7 +75,7 @@ class ScenarioClient:
                 request_id,
                 msgspec.Raw(payload_bytes),
                 ts=self._recorder.now(),
-                version="1.1",
+                version=CURRENT_TEXT,
             )
             await transport.send(frame)
         except UpgradeRefused as exc:

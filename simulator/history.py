@@ -57,6 +57,8 @@ EVENTS: dict[str, tuple[str, ...]] = {
         "outcome_unknown",  # a non-idempotent request lost in a drop {kind}
         "hold_expired",  # the retry window closed {held}
         "auto_restore",  # the hub restored a session by itself
+        "auto_restore_failed",  # ... and could not {reason}
+        "overloaded_requeue",  # SHIM_OVERLOADED: the request waits for a slot again
         "client_connect",
         "status",
     ),
@@ -71,8 +73,9 @@ EVENTS: dict[str, tuple[str, ...]] = {
         "stop",  # the agent stopped for good {exit_code, reason}
     ),
     "process": ("started", "exited", "paused", "resumed", "killed"),
-    "fault": ("fault_start", "fault_stop"),
-    "runner": ("step", "expect_failed", "assert_failed", "note"),
+    "fault": ("fault_start", "fault_stop", "fault_via"),  # fault_via: how docker did it
+    "runner": ("step", "expect_failed", "assert_failed", "note", "final_file"),
+    "docker": ("link_exited",),  # an agent's fault-proxy container ended
 }
 
 
@@ -118,10 +121,6 @@ class Record:
             machine=data.get("machine"),
             req=data.get("req"),
         )
-
-    @property
-    def is_operation(self) -> bool:
-        return self.type != "event"
 
 
 @dataclass

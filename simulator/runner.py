@@ -14,7 +14,7 @@ import hashlib
 import shlex
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from tetherbed.simulator.checkers import Verdict, run_checkers
 from tetherbed.simulator.client import ScenarioClient
 from tetherbed.simulator.history import History, Record
 from tetherbed.simulator.scenario import ClientSpec, Scenario, Step
+from tetherbed.simulator.stop_signals import Interrupted, StopSignals
 
 #: Default `within` of an expect step, in backend seconds.
 DEFAULT_WITHIN = 30.0
@@ -49,6 +50,8 @@ class RunOutcome:
     error: str | None
     step_failure: str | None
     seconds: float
+    #: A SIGTERM or SIGINT stopped it before its end.
+    interrupted: bool = False
 
     @property
     def ok(self) -> bool:
@@ -79,15 +82,30 @@ def replay_command(scenario: Scenario, backend: str, seed: int) -> str:
     return shlex.join(["tetherbed", "run", path, "--backend", backend, "--seed", str(seed)])
 
 
-def run_scenario(scenario: Scenario, backend_name: str, seed: int, workdir: Path) -> RunOutcome:
+def run_scenario(
+    scenario: Scenario,
+    backend_name: str,
+    seed: int,
+    workdir: Path,
+    stop: StopSignals | None = None,
+) -> RunOutcome:
+    """Run, then judge: the checkers see whatever was recorded, even after an error.
+
+    With `stop`, a SIGTERM or SIGINT ends the run early: the backend's teardown
+    stops every part it started and the outcome says it was interrupted.
+    """
     backend = backend_factory(backend_name)(scenario, workdir, seed)
     started = time.monotonic()
     runner = ScenarioRunner(scenario, backend)
     error: str | None = None
+    interrupted = False
     try:
-        backend.run(runner.main())
-    except Exception:
-        error = traceback.format_exc(limit=8)
+        backend.run(runner.main() if stop is None else stop.guard(runner.main()))
+    except Interrupted as exc:
+        interrupted = True
+        error = f"{exc}: the run was cut short and every part it started was stopped"
+    except Exception as exc:
+        error = describe_error(exc)
     # Events read back from process logs arrive late: order everything by time.
     history = History.merged(backend.recorder.history)
     verdicts = run_checkers(history, list(scenario.checkers), checker_options(scenario))
@@ -100,7 +118,15 @@ def run_scenario(scenario: Scenario, backend_name: str, seed: int, workdir: Path
         error=error or runner.error,
         step_failure=runner.step_failure,
         seconds=time.monotonic() - started,
+        interrupted=interrupted,
     )
+
+
+def describe_error(exc: BaseException) -> str:
+    """The error's message on the first line (what a terminal shows), then its
+    traceback (what the report keeps for whoever debugs it)."""
+    trace = "".join(traceback.format_exception(exc, limit=8))
+    return f"{type(exc).__name__}: {exc}\n\n{trace}"
 
 
 def checker_options(scenario: Scenario) -> dict[str, dict[str, Any]]:
@@ -148,7 +174,7 @@ class ScenarioRunner:
             await self._drain()
             self.record_final_files()
         finally:
-            await self.close()
+            await _to_the_end(self.close())
 
     def add_client(self, spec: ClientSpec) -> None:
         self.clients[spec.name] = ScenarioClient(
@@ -436,6 +462,22 @@ class ScenarioRunner:
                 if name in agents:
                     last = agents[name]
         return last or next(iter(agents.values()), None)
+
+
+async def _to_the_end(closing: Coroutine[Any, Any, None]) -> None:
+    """Finish tearing down even if the run is cancelled meanwhile (a signal):
+    stopping half the parts would leave the rest running. The cancellation
+    is passed on once everything is stopped."""
+    task = asyncio.ensure_future(closing)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    task.result()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def _text(value: Any) -> str:

@@ -166,7 +166,3 @@ def reframe(
             envelope.payload,
         )
     )
-
-
-def encode_payload(payload: Payload) -> bytes:
-    return _encoder.encode(payload)

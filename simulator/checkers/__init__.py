@@ -1,7 +1,8 @@
 """Checkers: pure functions from a run's history to a verdict with evidence.
 
-DESIGN.md's "one history, many checkers": backends only record what happened;
-each property of the protocol is judged here, the same way for every backend.
+"One history, many checkers" (docs/architecture.md): backends only record what
+happened; each property of the protocol is judged here, the same way for every
+backend.
 `run_checkers` never lets a checker's crash hide the others' verdicts.
 """
 
@@ -58,7 +59,8 @@ def run_checkers(
 
     `options` maps a checker name to its keyword options. An unknown checker
     or option is a scenario mistake and raises ValueError before anything
-    runs; a checker that crashes on the history yields a failing verdict.
+    runs; a checker that crashes on the history yields a verdict with `error`
+    set (the run is an error, not a failure of the system under test).
     """
     chosen = list(dict.fromkeys(CHECKERS if names is None else names))
     options = options or {}
@@ -76,6 +78,6 @@ def run_checkers(
         try:
             verdict = CHECKERS[name](history, **dict(options.get(name, {})))
         except Exception as exc:  # a checker bug must not hide the other verdicts
-            verdict = Verdict(name, False, f"checker crashed: {type(exc).__name__}: {exc}", [])
+            verdict = Verdict.crashed(name, exc)
         verdicts.append(verdict)
     return verdicts

@@ -8,7 +8,7 @@ loop the spec calls out.
 Per agent process, in time order:
 
 1. every `backoff {attempt: n, delay}` must lie within
-   `agent.backoff.Backoff.bounds(n)` = [min(2^n, 60), min(2^n, 60) + 5] s
+   `wire.backoff.BackoffSchedule.bounds(n)` = [min(2^n, 60), min(2^n, 60) + 5] s
    (options `base`, `cap`, `jitter` for agents configured differently);
 2. the schedule must follow the agent's state: the first backoff of a process
    lifetime has n = 0; after a connection that stayed up `healthy_after`
@@ -29,13 +29,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tetherbed.agent.backoff import (
-    BASE_SECONDS,
-    CAP_SECONDS,
-    HEALTHY_AFTER_SECONDS,
-    JITTER_SECONDS,
-    Backoff,
-)
 from tetherbed.simulator.checkers._lifecycle import Period, pauses
 from tetherbed.simulator.checkers._records import (
     fields,
@@ -49,6 +42,13 @@ from tetherbed.simulator.checkers._records import (
 )
 from tetherbed.simulator.checkers.verdict import Findings, Verdict
 from tetherbed.simulator.history import History, Record
+from tetherbed.wire.backoff import (
+    BASE_SECONDS,
+    CAP_SECONDS,
+    HEALTHY_AFTER_SECONDS,
+    JITTER_SECONDS,
+    BackoffSchedule,
+)
 
 NAME = "backoff_bounds"
 _EPSILON = 1e-9
@@ -67,7 +67,7 @@ class _Lifetime:
 
 @dataclass(frozen=True, slots=True)
 class _Rules:
-    schedule: Backoff
+    schedule: BackoffSchedule
     early: float
     late: float
     healthy_after: float
@@ -87,7 +87,7 @@ def check(
 ) -> Verdict:
     findings = Findings(NAME)
     rules = _Rules(
-        Backoff(base=base, cap=cap, jitter=jitter),
+        BackoffSchedule(base=base, cap=cap, jitter=jitter),
         max(float(early_tolerance), 0.0),
         max(float(late_tolerance), 0.0),
         float(healthy_after),

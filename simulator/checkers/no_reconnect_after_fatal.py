@@ -27,8 +27,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tetherbed.simulator.checkers._records import (
-    FATAL_CLOSE_CODES,
-    FATAL_EXIT_CODES,
     fields,
     integer,
     is_agent,
@@ -39,6 +37,7 @@ from tetherbed.simulator.checkers._records import (
 )
 from tetherbed.simulator.checkers.verdict import Findings, Verdict
 from tetherbed.simulator.history import History, Record
+from tetherbed.wire.codes import FATAL_CLOSE_CODES, FATAL_EXIT_CODES
 
 NAME = "no_reconnect_after_fatal"
 

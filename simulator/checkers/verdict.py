@@ -36,22 +36,35 @@ class Verdict:
     ok: bool
     summary: str
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    #: Set when the checker itself crashed: the history was not judged, which
+    #: is the test bed's problem, never a failure of the system under test.
+    error: str | None = None
+
+    @classmethod
+    def crashed(cls, name: str, exc: BaseException) -> Verdict:
+        error = f"{type(exc).__name__}: {exc}"
+        return cls(name, False, f"checker crashed: {error}", [], error)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "name": self.name,
             "ok": self.ok,
             "summary": self.summary,
             "evidence": list(self.evidence),
         }
+        if self.error is not None:
+            data["error"] = self.error
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        error = data.get("error")
         return cls(
             name=str(data.get("name", "")),
             ok=bool(data.get("ok", False)),
             summary=str(data.get("summary", "")),
             evidence=list(data.get("evidence") or []),
+            error=None if error is None else str(error),
         )
 
     def evidence_indexes(self) -> list[int]:

@@ -89,10 +89,9 @@ def _case(suite: ET.Element, name: str, run: RunResult) -> None:
         time=f"{max(run.seconds, 0.0):.3f}",
     )
     if run.verdict == "error":
-        error = ET.SubElement(
-            case, "error", message=clean(_first_line(run.error or "runner error")), type="error"
-        )
-        error.text = clean(run.error or "runner error")
+        text = run.error_text()
+        error = ET.SubElement(case, "error", message=clean(_first_line(text)), type="error")
+        error.text = clean(text)
     elif run.verdict == "fail":
         failed = run.failed_checkers
         message = "; ".join(f"{v.name}: {v.summary}" for v in failed) or "failed"

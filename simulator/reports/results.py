@@ -39,7 +39,21 @@ class RunResult:
 
     @property
     def failed_checkers(self) -> list[Verdict]:
-        return sorted((v for v in self.verdicts if not v.ok), key=lambda v: v.name)
+        """Checkers that judged the history and found it broken."""
+        return sorted(
+            (v for v in self.verdicts if not v.ok and v.error is None), key=lambda v: v.name
+        )
+
+    @property
+    def crashed_checkers(self) -> list[Verdict]:
+        return sorted((v for v in self.verdicts if v.error is not None), key=lambda v: v.name)
+
+    def error_text(self) -> str:
+        """Why the run could not be judged: the runner's error, or the checkers that crashed."""
+        if self.error:
+            return self.error
+        crashed = [f"checker {v.name} crashed: {v.error}" for v in self.crashed_checkers]
+        return "; ".join(crashed) or "runner error"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,8 +86,10 @@ class RunResult:
 
 
 def overall_verdict(verdicts: Iterable[Verdict], error: str | None = None) -> RunVerdict:
-    """error when the run could not be judged, fail when any checker failed."""
-    if error is not None:
+    """error when the run could not be judged (the runner or a checker broke),
+    fail when a checker found the history broken, else pass."""
+    verdicts = list(verdicts)
+    if error is not None or any(v.error is not None for v in verdicts):
         return "error"
     return "pass" if all(v.ok for v in verdicts) else "fail"
 

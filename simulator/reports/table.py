@@ -81,7 +81,7 @@ def wants_colour(stream: TextIO) -> bool:
 
 def _cause(run: RunResult) -> str:
     if run.verdict == "error":
-        text = (run.error or "runner error").strip().splitlines()
+        text = run.error_text().strip().splitlines()
         return text[0] if text else "runner error"
     names = [v.name for v in run.failed_checkers]
     return ", ".join(names) if names else "failed"

@@ -43,6 +43,7 @@ from testcontainers.core.network import Network
 from tetherbed.simulator.backends.docker.network import RUN_LABEL, RunNetworks
 from tetherbed.simulator.backends.process import hub_arguments
 from tetherbed.simulator.scenario import AgentSpec
+from tetherbed.wire.version import CURRENT_TEXT
 
 log = logging.getLogger("tetherbed.simulator.docker")
 
@@ -181,7 +182,7 @@ def agent_container(
             *["--session-id", spec.session, "--machine-id", spec.machine],
             *f"--journal /logs/{journal} --state-dir /agent-state".split(),
             *["--max-concurrent", str(options.get("max_concurrent", 4))],
-            *["--protocol-version", str(options.get("protocol_version", "1.1"))],
+            *["--protocol-version", str(options.get("protocol_version", CURRENT_TEXT))],
         ]
         if spec.shell:
             command.append("--enable-shell")
@@ -231,7 +232,8 @@ def remove(container: DockerContainer | None) -> None:
 def sweep(client: docker.DockerClient, run: str, networks: RunNetworks | None) -> None:
     """Whatever of this run is still there (a failed start, an untracked container)."""
     selector = {"label": f"{RUN_LABEL}={run}"}
-    for container in client.containers.list(all=True, filters=selector):
+    # Sparse: no inspect per container, so one removed meanwhile is no 404.
+    for container in client.containers.list(all=True, filters=selector, sparse=True):
         with contextlib.suppress(Exception):
             container.remove(force=True, v=True)
     if networks is not None:

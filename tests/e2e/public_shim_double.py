@@ -1,7 +1,12 @@
-"""A strict peer: an agent that behaves like the public reference shim where it matters.
+"""A double of the public reference shim, for what `--strict-wire` does not imitate.
 
-A test double until the agent's own `--strict-wire` profile exists. What it
-copies of the public shim (Significant-Gravitas/autogpt-local-executor):
+Tetherbed's own agent with `--strict-wire` plays the public shim's strict
+validation (and the hub's tests use it for that). Two behaviours of the shim
+it deliberately leaves out — per-minute rate limits answered SHIM_OVERLOADED,
+and relative paths resolved against the shim's own working directory — are
+what some of the hub's and the client's findings need, so this small double
+has them. What it copies of the public shim
+(Significant-Gravitas/autogpt-local-executor):
 
 - a request whose frame the spec's strict schema (`wire/strict.py`) refuses —
   an unknown field, a wrong type, a null where the spec shows none — or whose
@@ -15,7 +20,7 @@ copies of the public shim (Significant-Gravitas/autogpt-local-executor):
 
 Run as a process, like an agent command:
 
-    python tests/e2e/strict_peer.py --hub URL --token T --session-id S --root DIR
+    python tests/e2e/public_shim_double.py --hub URL --token T --session-id S --root DIR
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ class StrictPeer:
         self.tasks: set[asyncio.Task[None]] = set()
 
     def log(self, line: str) -> None:
-        print(f"strict-peer: {line}", file=sys.stderr, flush=True)
+        print(f"shim-double: {line}", file=sys.stderr, flush=True)
 
     # --- the connection ------------------------------------------------------------
 
@@ -97,7 +102,7 @@ class StrictPeer:
 
     def hello(self) -> dict[str, Any]:
         return {
-            "shim_version": "strict-peer",
+            "shim_version": "shim-double",
             "protocol_version": VERSION,
             "machine_id": self.args.machine_id,
             "platform": "linux",
@@ -281,7 +286,7 @@ class StrictPeer:
             return "FILE_LIST_RESPONSE", {"entries": entries, "truncated": False}
         if kind == "EXECUTE_COMMAND":
             return "COMMAND_RESULT", await self.execute(p)
-        raise Refused("CAPABILITY_NOT_GRANTED", f"{kind} is not served by the strict peer")
+        raise Refused("CAPABILITY_NOT_GRANTED", f"{kind} is not served by the shim double")
 
     async def execute(self, p: dict[str, Any]) -> dict[str, Any]:
         cwd = str(self.path(p["cwd"])) if "cwd" in p else str(self.root)
@@ -318,7 +323,7 @@ def main() -> int:
     parser.add_argument("--token", required=True)
     parser.add_argument("--session-id", required=True)
     parser.add_argument("--root", required=True)
-    parser.add_argument("--machine-id", default="strict-peer")
+    parser.add_argument("--machine-id", default="shim-double")
     parser.add_argument("--max-concurrent", type=int, default=4)
     parser.add_argument("--commands-per-minute", type=int, default=60)
     parser.add_argument("--status-interval", type=float, default=30.0)
