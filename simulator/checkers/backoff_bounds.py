@@ -36,8 +36,8 @@ from tetherbed.agent.backoff import (
     JITTER_SECONDS,
     Backoff,
 )
-from tetherbed.simulator.checkers._lifecycle import Period, pauses
-from tetherbed.simulator.checkers._records import (
+from tetherbed.simulator.checkers.evidence.lifecycle import Period, pauses
+from tetherbed.simulator.checkers.evidence.records import (
     fields,
     integer,
     is_agent,

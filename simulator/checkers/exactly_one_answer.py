@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tetherbed.simulator.checkers._records import COMPLETIONS, ordered, seconds, time_of
+from tetherbed.simulator.checkers.evidence.records import COMPLETIONS, ordered, seconds, time_of
 from tetherbed.simulator.checkers.verdict import Findings, Verdict
 from tetherbed.simulator.history import History, Record
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from tetherbed.simulator.checkers._files import (
+from tetherbed.simulator.checkers.evidence.files import (
     ABSENT,
     WILD,
     Effect,
@@ -51,8 +51,14 @@ from tetherbed.simulator.checkers._files import (
     preview,
     to_bytes,
 )
-from tetherbed.simulator.checkers._operations import operations
-from tetherbed.simulator.checkers._records import fields, is_event, ordered, seconds, time_of
+from tetherbed.simulator.checkers.evidence.operations import operations
+from tetherbed.simulator.checkers.evidence.records import (
+    fields,
+    is_event,
+    ordered,
+    seconds,
+    time_of,
+)
 from tetherbed.simulator.checkers.verdict import Findings, Verdict
 from tetherbed.simulator.history import History, Record
 

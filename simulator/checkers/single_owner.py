@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from tetherbed.simulator.checkers._records import (
+from tetherbed.simulator.checkers.evidence.records import (
     END,
     Key,
     fields,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tetherbed.simulator.checkers._records import record_dict
+from tetherbed.simulator.checkers.evidence.records import record_dict
 from tetherbed.simulator.history import Record
 
 #: Violations whose records are kept as evidence; the rest are only counted.

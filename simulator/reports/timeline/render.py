@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
-from tetherbed.simulator.checkers._records import record_dict
+from tetherbed.simulator.checkers.evidence.records import record_dict
 from tetherbed.simulator.checkers.verdict import Verdict
 from tetherbed.simulator.history import History
 from tetherbed.simulator.reports.timeline.assets import CSS, JS

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tetherbed.simulator.checkers import no_crossed_answers
+from tetherbed.simulator.checkers import crossed_answers as no_crossed_answers
 from tetherbed.simulator.history import History
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tetherbed.simulator.checkers import no_double_execution
+from tetherbed.simulator.checkers import double_execution as no_double_execution
 from tetherbed.simulator.history import History
 from tetherbed.wire.catalog import is_idempotent
 

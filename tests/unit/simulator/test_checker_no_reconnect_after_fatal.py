@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tetherbed.simulator.checkers import no_reconnect_after_fatal
+from tetherbed.simulator.checkers import reconnect_after_fatal as no_reconnect_after_fatal
 from tetherbed.simulator.history import History, Record
 
 

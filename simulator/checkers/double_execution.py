@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from tetherbed.simulator.checkers._records import fields, is_agent, is_event, ordered, text
+from tetherbed.simulator.checkers.evidence.records import fields, is_agent, is_event, ordered, text
 from tetherbed.simulator.checkers.verdict import Findings, Verdict
 from tetherbed.simulator.history import History, Record
 from tetherbed.wire.catalog import is_idempotent

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tetherbed.simulator.checkers._records import (
+from tetherbed.simulator.checkers.evidence.records import (
     FATAL_CLOSE_CODES,
     FATAL_EXIT_CODES,
     fields,

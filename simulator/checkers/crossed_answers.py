@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from tetherbed.simulator.checkers._files import (
+from tetherbed.simulator.checkers.evidence.files import (
     ABSENT,
     WILD,
     Effect,
@@ -44,8 +44,8 @@ from tetherbed.simulator.checkers._files import (
     preview,
     to_bytes,
 )
-from tetherbed.simulator.checkers._operations import Operation, operations
-from tetherbed.simulator.checkers._records import (
+from tetherbed.simulator.checkers.evidence.operations import Operation, operations
+from tetherbed.simulator.checkers.evidence.records import (
     COMPLETIONS,
     ordered,
     text,
