@@ -23,6 +23,8 @@ from typing import Any
 import msgspec
 
 from tetherbed.runtime.transport import TransportClosed, UpgradeRefused
+from tetherbed.simulator.wiretap.log import WireConnection, WireLog
+from tetherbed.simulator.wiretap.records import DOWN, UP
 
 #: Base one-way latency of every link, and its jitter (seconds).
 BASE_LATENCY = 0.001
@@ -166,6 +168,8 @@ class SimEndpoint:
         self.out: _Pipe | None = None
         self.closed: _Closed | None = None
         self.aborted = False
+        #: The wire recorder's view of this connection (node ends of tapped links).
+        self.wire: WireConnection | None = None
 
     @property
     def direction(self) -> str:
@@ -180,6 +184,8 @@ class SimEndpoint:
         if self.closed is not None:
             raise TransportClosed(self.closed.code, self.closed.reason)
         assert self.out is not None
+        if self.wire is not None:
+            self.wire.message(UP, data, _now())
         link = self.link
         if link.blackhole:
             return
@@ -223,6 +229,8 @@ class SimEndpoint:
     async def close(self, code: int = 1000, reason: str = "") -> None:
         if self.closed is not None:
             return
+        if self.wire is not None:
+            self.wire.close(UP, code, reason, _now())
         self.closed = _Closed(code, reason)
         if self.out is not None:
             self.out.push(_Closed(code, reason))
@@ -234,6 +242,8 @@ class SimEndpoint:
     def deliver(self, item: bytes | _Closed) -> None:
         if self.aborted:
             return
+        if self.wire is not None:
+            self._record_delivery(self.wire, item)
         if isinstance(item, _Closed) and self.closed is None:
             self.closed = item
             # Answer a close with a close, as the WebSocket handshake does.
@@ -241,6 +251,20 @@ class SimEndpoint:
                 self.out.push(_Closed(item.code, item.reason))
             self.network.forget(self)
         self.inbox.put_nowait(item)
+
+    def _record_delivery(self, wire: WireConnection, item: bytes | _Closed) -> None:
+        now = _now()
+        if isinstance(item, bytes):
+            wire.message(DOWN, item, now)
+            return
+        wire.close(DOWN, item.code, item.reason, now)
+        if self.closed is None:  # our automatic reply
+            wire.close(UP, item.code, item.reason, now)
+        wire.end("closed", now)
+
+
+def _now() -> float:
+    return asyncio.get_running_loop().time()
 
 
 Listener = Callable[[SimEndpoint, str, Mapping[str, str]], Awaitable[None]]
@@ -254,6 +278,8 @@ class SimNetwork:
         self._admit: Admit | None = None
         self._serve: Listener | None = None
         self._serving: set[asyncio.Task[None]] = set()
+        #: Nodes whose links the wire recorder watches.
+        self.taps: dict[str, WireLog] = {}
 
     def link(self, name: str) -> Link:
         link = self.links.get(name)
@@ -279,10 +305,14 @@ class SimNetwork:
         link = self.link(node)
 
         async def connect(url: str, headers: Mapping[str, str]) -> SimEndpoint:
+            log = self.taps.get(node)
+            wire = log.connect(_now()) if log is not None else None
             deadline = asyncio.get_running_loop().time() + OPEN_TIMEOUT
             while link.paused or link.held["up"] or link.held["down"] or link.blackhole:
                 remaining = deadline - asyncio.get_running_loop().time()
                 if remaining <= 0:
+                    if wire is not None:
+                        wire.end("closed", _now())
                     raise TimeoutError(f"{node}: connecting timed out behind a partition")
                 try:
                     await asyncio.wait_for(link.changed.wait(), remaining)
@@ -290,12 +320,23 @@ class SimNetwork:
                     continue
             await asyncio.sleep(self.delay(link, b"") * 2)  # the TCP and HTTP round trips
             if self._admit is None or self._serve is None:
+                if wire is not None:
+                    wire.unreachable(_now())
+                    wire.end("closed", _now())
                 raise ConnectionRefusedError(f"{node}: nothing listening at {url}")
-            path = url.split("://", 1)[-1].partition("/")[2]
-            refusal = self._admit("/" + path, headers)
+            path = "/" + url.split("://", 1)[-1].partition("/")[2]
+            if wire is not None:
+                wire.upgrade(path, _now())
+            refusal = self._admit(path, headers)
             if refusal is not None:
+                if wire is not None:
+                    wire.response(refusal[0], _now())
+                    wire.end("closed", _now())
                 raise UpgradeRefused(*refusal)
+            if wire is not None:
+                wire.response(101, _now())
             node_end = SimEndpoint(self, link, "node")
+            node_end.wire = wire
             hub_end = SimEndpoint(self, link, "hub")
             node_end.peer, hub_end.peer = hub_end, node_end
             node_end.out = _Pipe(self, link, "up", hub_end)
@@ -303,7 +344,7 @@ class SimNetwork:
             link.endpoints.update(dict.fromkeys((node_end, hub_end)))
             link.pipes.update(dict.fromkeys((node_end.out, hub_end.out)))
             serve = self._serve
-            task = asyncio.ensure_future(serve(hub_end, "/" + path, headers))
+            task = asyncio.ensure_future(serve(hub_end, path, headers))
             self._serving.add(task)
             task.add_done_callback(self._serving.discard)
             return node_end
@@ -324,6 +365,8 @@ class SimNetwork:
                 end.closed = _Closed(None, "connection reset")
                 end.inbox.put_nowait(end.closed)
             end.aborted = True
+            if end.wire is not None:
+                end.wire.end("reset", _now())
             self.forget(end)
 
     def reset(self, node: str) -> int:
