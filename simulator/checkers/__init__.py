@@ -61,7 +61,8 @@ def run_checkers(
 
     `options` maps a checker name to its keyword options. An unknown checker
     or option is a scenario mistake and raises ValueError before anything
-    runs; a checker that crashes on the history yields a failing verdict.
+    runs; a checker that crashes on the history yields an `error` verdict
+    (reported as an error of the run, never as a pass or a plain failure).
     """
     chosen = list(dict.fromkeys(CHECKERS if names is None else names))
     options = options or {}
@@ -79,6 +80,6 @@ def run_checkers(
         try:
             verdict = CHECKERS[name](history, **dict(options.get(name, {})))
         except Exception as exc:  # a checker bug must not hide the other verdicts
-            verdict = Verdict(name, False, f"checker crashed: {type(exc).__name__}: {exc}", [])
+            verdict = Verdict(name, "error", f"checker crashed: {type(exc).__name__}: {exc}", [])
         verdicts.append(verdict)
     return verdicts

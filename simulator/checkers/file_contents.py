@@ -24,7 +24,8 @@ operation replaced it. So:
 - `exists: false` needs a delete among them — a missing file after an
   acknowledged write that no delete can follow is a lost write;
 - an unknown effect among the candidates, or no operation and unknown initial
-  content, means the file cannot be judged; the summary counts those.
+  content, means the file cannot be judged; the summary counts those, and
+  with no file judged at all the verdict is unknown.
 
 Files are keyed by (session, path). Agents of one machine share a root, so
 option `file_systems` ({session: disk name}) puts sessions that share files
@@ -95,7 +96,11 @@ def check(
         checked += judged
         unknown += not judged
     note = f"; {unknown} could not be judged (unknown effects)" if unknown else ""
-    return findings.verdict(f"{checked} final file(s) match the acknowledged writes{note}")
+    summary = f"{checked} final file(s) match the acknowledged writes{note}"
+    if not checked:
+        why = "no file was written" if not unknown else f"{unknown} file(s) had unknown effects"
+        return findings.verdict(summary, no_evidence=why)
+    return findings.verdict(summary)
 
 
 def _judge(

@@ -1,8 +1,12 @@
 """What a checker returns, and the collector that builds it.
 
-A verdict names the records that broke the property, so that a person (or the
-timeline) can jump straight to them; the summary says in one line what went
-wrong. Evidence is capped so that a badly broken 10k-record run still yields a
+A verdict is one of four: `pass` (the evidence shows the property held),
+`fail` (it shows a violation), `unknown` (there is no evidence either way —
+nothing of the kind happened, or what happened cannot be matched up; never a
+pass) and `error` (the checker itself crashed). It names the records that
+broke the property or left it undecided, so that a person (or the timeline)
+can jump straight to them; the summary says in one line what went wrong.
+Evidence is capped so that a badly broken 10k-record run still yields a
 report one can open, while the summary keeps the full count.
 """
 
@@ -10,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from tetherbed.simulator.checkers.evidence.records import record_dict
 from tetherbed.simulator.history import Record
@@ -19,6 +23,9 @@ from tetherbed.simulator.history import Record
 EVIDENCE_LIMIT = 50
 #: Violations quoted in the one-line summary.
 SUMMARY_LIMIT = 3
+
+Status = Literal["pass", "fail", "unknown", "error"]
+STATUSES: tuple[Status, ...] = ("pass", "fail", "unknown", "error")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +40,39 @@ class Verdict:
     """
 
     name: str
-    ok: bool
+    #: pass, fail, unknown or error; True and False are read as pass and fail.
+    status: Status
     summary: str
     evidence: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        status: Any = self.status
+        if isinstance(status, bool):
+            object.__setattr__(self, "status", "pass" if status else "fail")
+        elif status not in STATUSES:
+            raise ValueError(f"a verdict is one of {STATUSES}, not {status!r}")
+
+    @property
+    def ok(self) -> bool:
+        """The evidence shows the property held (unknown is not ok)."""
+        return self.status == "pass"
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "fail"
+
+    @property
+    def unknown(self) -> bool:
+        return self.status == "unknown"
+
+    @property
+    def crashed(self) -> bool:
+        return self.status == "error"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "status": self.status,
             "ok": self.ok,
             "summary": self.summary,
             "evidence": list(self.evidence),
@@ -47,9 +80,10 @@ class Verdict:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        status = data.get("status")
         return cls(
             name=str(data.get("name", "")),
-            ok=bool(data.get("ok", False)),
+            status=status if status in STATUSES else bool(data.get("ok", False)),
             summary=str(data.get("summary", "")),
             evidence=list(data.get("evidence") or []),
         )
@@ -73,6 +107,8 @@ class Findings:
         self.count = 0
         self._evidence: list[dict[str, Any]] = []
         self._headlines: list[str] = []
+        self._undecided: list[str] = []
+        self._undecided_evidence: list[dict[str, Any]] = []
 
     def add(self, why: str, *records: tuple[Record | None, str]) -> None:
         """One violation: its explanation and the records, each with its role."""
@@ -91,13 +127,37 @@ class Findings:
             entry.update(why=why, violation=number, role=role)
             self._evidence.append(entry)
 
-    def verdict(self, ok_summary: str) -> Verdict:
+    def undecided(self, why: str, *records: tuple[Record | None, str]) -> None:
+        """Something that cannot be judged either way: makes the verdict unknown
+        unless a violation is also found."""
+        self._undecided.append(why)
+        if len(self._undecided_evidence) >= EVIDENCE_LIMIT:
+            return
+        for record, role in records:
+            if record is not None:
+                entry = record_dict(record)
+                entry.update(why=why, violation=None, role=role)
+                self._undecided_evidence.append(entry)
+
+    def verdict(self, ok_summary: str, *, no_evidence: str | None = None) -> Verdict:
+        """fail with violations; else unknown when `no_evidence` says why there
+        was nothing to judge, or when something was undecided; else pass."""
         if not self.count:
-            return Verdict(self.name, True, ok_summary, [])
+            if no_evidence is not None:
+                return Verdict(self.name, "unknown", f"no evidence: {no_evidence}", [])
+            if self._undecided:
+                count = len(self._undecided)
+                summary = f"unknown: {count} undecided: " + "; ".join(
+                    self._undecided[:SUMMARY_LIMIT]
+                )
+                if count > SUMMARY_LIMIT:
+                    summary += f"; and {count - SUMMARY_LIMIT} more"
+                return Verdict(self.name, "unknown", summary, self._undecided_evidence)
+            return Verdict(self.name, "pass", ok_summary, [])
         noun = "violation" if self.count == 1 else "violations"
         summary = f"{self.count} {noun}: " + "; ".join(self._headlines)
         if self.count > SUMMARY_LIMIT:
             summary += f"; and {self.count - SUMMARY_LIMIT} more"
         if self.count > EVIDENCE_LIMIT:
             summary += f" (evidence lists the first {EVIDENCE_LIMIT})"
-        return Verdict(self.name, False, summary, self._evidence)
+        return Verdict(self.name, "fail", summary, self._evidence)

@@ -14,10 +14,6 @@ from typing import Any
 
 from tetherbed.simulator.history import History, Record
 
-#: Codes 4426-4429: the hub said "do not come back without an operator".
-FATAL_CLOSE_CODES = frozenset({4426, 4427, 4428, 4429})
-#: The agent's exit codes for those closes (wire → AgentExit).
-FATAL_EXIT_CODES = frozenset({26, 27, 28, 29})
 COMPLETIONS = frozenset({"ok", "fail", "info"})
 #: A position in the history: (time, index). Ties in time keep history order.
 Key = tuple[float, int]
