@@ -1,10 +1,13 @@
 """`tetherbed run PATH... [--backend sim|process|docker] [--seed N] [--report DIR]`.
 
-Runs every scenario, prints one line each (scenario, backend, verdict,
-seconds, seed), and writes the reports: per scenario `history.jsonl` and
-`timeline.html`, for the whole run `results.json` and `junit.xml`. A failing
-scenario prints the exact command that replays it; the exit status is 1 when
-any scenario failed, 2 when a scenario file is invalid.
+Runs every scenario against the target (Tetherbed's own parts, or an agent
+command, a hub URL or command and their adapters: docs/targets.md), prints one
+line each (verdict, seconds, scenario, and what was unknown or not applicable),
+and writes the reports: per scenario `history.jsonl` and `timeline.html`, for
+the whole run `results.json` and `junit.xml`. A failing scenario prints the
+exact command that replays it; the exit status is 1 when any scenario failed
+(with `--strict`, also when a checker had no evidence), 2 when a scenario or
+the target is invalid.
 """
 
 from __future__ import annotations
@@ -12,18 +15,21 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import shlex
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from tetherbed.simulator.reports import RunResult, overall_verdict
+from tetherbed.simulator.reports import RunResult
 from tetherbed.simulator.reports.junit import write_junit
 from tetherbed.simulator.reports.results import write_results
 from tetherbed.simulator.reports.table import print_table
 from tetherbed.simulator.reports.timeline.render import write_timeline
 from tetherbed.simulator.runner import RunOutcome, replay_command, run_scenario
 from tetherbed.simulator.scenario import ScenarioError, load_all
+from tetherbed.simulator.targets import TargetError
+from tetherbed.simulator.targets.arguments import add_target_arguments, target_from_arguments
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--report", type=Path, default=Path("reports"), help="report folder")
     parser.add_argument("--keep", action="store_true", help="keep each run's working folder")
     parser.add_argument("-v", "--verbose", action="store_true", help="show hub and agent logs")
+    parser.add_argument(
+        "--strict", action="store_true", help="a checker without evidence (unknown) fails the run"
+    )
+    add_target_arguments(parser)
     return parser
 
 
@@ -44,9 +54,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("tetherbed").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
     try:
         scenarios = load_all(args.paths)
-    except (ScenarioError, OSError) as exc:
+        target = target_from_arguments(args)
+    except (ScenarioError, TargetError, OSError) as exc:
         print(f"tetherbed run: {exc}", file=sys.stderr)
         return 2
+    if not target.is_reference:
+        if args.backend == "sim":
+            print(
+                "tetherbed run: the sim backend runs only Tetherbed's own parts (virtual time); "
+                "use --backend process for a third-party target",
+                file=sys.stderr,
+            )
+            return 2
+        print(f"target: {target.describe()}", flush=True)
     args.report.mkdir(parents=True, exist_ok=True)
     results: list[RunResult] = []
     for scenario in scenarios:
@@ -55,10 +75,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             workdir = Path(tmp)
             if args.keep:
                 workdir = Path(tempfile.mkdtemp(prefix=f"tetherbed-{_slug(scenario.name)}-"))
-            outcome = run_scenario(scenario, args.backend, seed, workdir)
-        result = _report(outcome, args.report)
+            outcome = run_scenario(
+                scenario, args.backend, seed, workdir, target=target, strict=args.strict
+            )
+        result = _report(outcome, args.report, _replay_options(args))
         results.append(result)
-        print(f"  {result.verdict:<5} {result.seconds:8.2f} s  {scenario.name}", flush=True)
+        print(
+            f"  {result.verdict:<5} {result.seconds:8.2f} s  {scenario.name}{_notes(result)}",
+            flush=True,
+        )
     write_results(args.report / "results.json", results)
     write_junit(args.report / "junit.xml", results)
     print()
@@ -67,14 +92,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if all(r.verdict == "pass" for r in results) else 1
 
 
-def _report(outcome: RunOutcome, report_dir: Path) -> RunResult:
+def _notes(result: RunResult) -> str:
+    """What the one-line verdict does not say: unknowns and skipped steps."""
+    notes = []
+    unknown = result.unknown_checkers
+    if unknown:
+        notes.append(f"{len(unknown)} unknown: {', '.join(v.name for v in unknown)}")
+    if result.not_applicable:
+        notes.append(f"{result.not_applicable} reference-only step(s) n/a")
+    return f"  [{'; '.join(notes)}]" if notes else ""
+
+
+def _replay_options(args: argparse.Namespace) -> list[str]:
+    """The target options a replay command must repeat."""
+    options: list[str] = []
+    for name in ("target", "agent_command", "hub_url", "hub_command", "hub_tokens"):
+        value = getattr(args, name)
+        if value is not None:
+            options += ["--" + name.replace("_", "-"), str(value)]
+    for name in ("client_adapter", "admin_adapter", "hub_ca", "recorder_cert", "recorder_key"):
+        value = getattr(args, name)
+        if value is not None:
+            options += ["--" + name.replace("_", "-"), str(value)]
+    if args.insecure:
+        options.append("--insecure")
+    if args.strict:
+        options.append("--strict")
+    return options
+
+
+def _report(outcome: RunOutcome, report_dir: Path, replay_options: list[str]) -> RunResult:
     scenario = outcome.scenario
     folder = report_dir / f"{_slug(scenario.name)}-{outcome.backend}"
     folder.mkdir(parents=True, exist_ok=True)
     history_path = folder / "history.jsonl"
     outcome.history.write(history_path)
     error = outcome.error or outcome.step_failure
-    verdict = overall_verdict(outcome.verdicts, error)
+    verdict = outcome.verdict
     write_timeline(
         folder / "timeline.html",
         outcome.history,
@@ -94,8 +148,12 @@ def _report(outcome: RunOutcome, report_dir: Path) -> RunResult:
         seconds=round(outcome.seconds, 3),
         verdicts=outcome.verdicts,
         error=error,
-        replay=replay_command(scenario, outcome.backend, outcome.seed),
+        replay=shlex.join(
+            [*shlex.split(replay_command(scenario, outcome.backend, outcome.seed)), *replay_options]
+        ),
         history_path=str(history_path),
+        not_applicable=len(outcome.not_applicable),
+        strict=outcome.strict,
     )
 
 

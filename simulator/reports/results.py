@@ -36,10 +36,28 @@ class RunResult:
     #: The exact shell command that replays this run.
     replay: str = ""
     history_path: str | None = None
+    #: Reference-only steps not applicable to the target (third-party parts).
+    not_applicable: int = 0
+    #: Whether unknown verdicts counted as failures (`--strict`).
+    strict: bool = False
 
     @property
     def failed_checkers(self) -> list[Verdict]:
-        return sorted((v for v in self.verdicts if not v.ok), key=lambda v: v.name)
+        """Checkers that failed, crashed, or (strict) could not decide."""
+        return sorted(
+            (v for v in self.verdicts if v.failed or v.crashed or (self.strict and v.unknown)),
+            key=lambda v: v.name,
+        )
+
+    @property
+    def crash_report(self) -> str | None:
+        """The crashed checkers, one line each (a crash makes the run an error)."""
+        crashed = sorted((v for v in self.verdicts if v.crashed), key=lambda v: v.name)
+        return "\n".join(f"{v.name}: {v.summary}" for v in crashed) or None
+
+    @property
+    def unknown_checkers(self) -> list[Verdict]:
+        return sorted((v for v in self.verdicts if v.unknown), key=lambda v: v.name)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +71,8 @@ class RunResult:
             "error": self.error,
             "replay": self.replay,
             "history_path": self.history_path,
+            "not_applicable": self.not_applicable,
+            "strict": self.strict,
         }
 
     @classmethod
@@ -68,14 +88,22 @@ class RunResult:
             error=data.get("error"),
             replay=str(data.get("replay", "")),
             history_path=data.get("history_path"),
+            not_applicable=int(data.get("not_applicable", 0)),
+            strict=bool(data.get("strict", False)),
         )
 
 
-def overall_verdict(verdicts: Iterable[Verdict], error: str | None = None) -> RunVerdict:
-    """error when the run could not be judged, fail when any checker failed."""
-    if error is not None:
+def overall_verdict(
+    verdicts: Iterable[Verdict], error: str | None = None, *, strict: bool = False
+) -> RunVerdict:
+    """error when the run could not be judged or a checker crashed, fail when a
+    checker failed (or, with `strict`, could not decide: unknown)."""
+    verdicts = list(verdicts)
+    if error is not None or any(v.crashed for v in verdicts):
         return "error"
-    return "pass" if all(v.ok for v in verdicts) else "fail"
+    if any(v.failed for v in verdicts) or (strict and any(v.unknown for v in verdicts)):
+        return "fail"
+    return "pass"
 
 
 def sort_key(run: RunResult) -> tuple[str, str, int, str, str]:

@@ -55,6 +55,20 @@ def render_table(runs: Sequence[RunResult], *, colour: bool = False) -> str:
         f"{total['runs']} run(s): {total['pass']} pass, {total['fail']} fail, "
         f"{total['error']} error"
     )
+    undecided = [run for run in ordered if run.unknown_checkers]
+    if undecided:
+        out.append("")
+        out.append("Unknown (no evidence either way; --strict fails them):")
+        for run in undecided:
+            for verdict in run.unknown_checkers:
+                out.append(f"  {run.scenario} [{run.backend}] {verdict.name}: {verdict.summary}")
+    skipped = sum(run.not_applicable for run in ordered)
+    if skipped:
+        out.append("")
+        out.append(
+            f"Not applicable to this target: {skipped} reference-only step(s) "
+            f"in {sum(1 for r in ordered if r.not_applicable)} run(s)"
+        )
     broken = [run for run in ordered if run.verdict != "pass"]
     if broken:
         out.append("")
@@ -81,7 +95,7 @@ def wants_colour(stream: TextIO) -> bool:
 
 def _cause(run: RunResult) -> str:
     if run.verdict == "error":
-        text = (run.error or "runner error").strip().splitlines()
+        text = (run.error or run.crash_report or "runner error").strip().splitlines()
         return text[0] if text else "runner error"
     names = [v.name for v in run.failed_checkers]
     return ", ".join(names) if names else "failed"
