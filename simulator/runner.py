@@ -380,7 +380,7 @@ class ScenarioRunner:
                 and (process is None or r.process == process)
                 and (session is None or r.session == session)
                 and (machine is None or r.machine == machine)
-                and all((r.value or {}).get(k) == v for k, v in fields.items())
+                and holds(r.value, fields)
             )
 
         return matches
@@ -462,7 +462,7 @@ class ScenarioRunner:
                 if r.type == "event"
                 and r.f == spec["event"]
                 and (spec.get("process") is None or r.process == spec["process"])
-                and all((r.value or {}).get(k) == v for k, v in (spec.get("value") or {}).items())
+                and holds(r.value, spec.get("value") or {})
             ]
             count = len(records)
             for bound, ok in (
@@ -558,6 +558,16 @@ class ScenarioRunner:
             if served and name in agents:
                 last = agents[name]
         return last or next(iter(agents.values()), None)
+
+
+def holds(actual: Any, wanted: Any) -> bool:
+    """`wanted` is a part of `actual`: every key it names, recursively, has that
+    value (`value: {payload: {reason: user_revoked}}` matches a larger payload)."""
+    if isinstance(wanted, dict):
+        if not isinstance(actual, dict):
+            return False
+        return all(key in actual and holds(actual[key], value) for key, value in wanted.items())
+    return actual == wanted
 
 
 def _text(value: Any) -> str:
