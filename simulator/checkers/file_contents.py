@@ -97,9 +97,10 @@ def check(
         unknown += not judged
     note = f"; {unknown} could not be judged (unknown effects)" if unknown else ""
     summary = f"{checked} final file(s) match the acknowledged writes{note}"
+    if not checked and not unknown:
+        return findings.verdict(summary, no_evidence="no file was written")
     if not checked:
-        why = "no file was written" if not unknown else f"{unknown} file(s) had unknown effects"
-        return findings.verdict(summary, no_evidence=why)
+        findings.undecided(f"{unknown} final file(s) could not be judged (unknown effects)")
     return findings.verdict(summary)
 
 

@@ -223,7 +223,8 @@ def _judge(name: str, node: _Node, profile: str, findings: Findings) -> int:
     def close_episode() -> None:
         if fatal is None or not offending:
             return
-        first = offending[0]
+        on_wire = [a for a in offending if a.via == "wire"]
+        first = on_wire[0] if on_wire else offending[0]
         more = f" and {len(offending) - 1} more" if len(offending) > 1 else ""
         why = (
             f"{name} reconnected at {seconds(time_of(first.record))} ({first.via}) after "

@@ -159,11 +159,19 @@ def _wire_overlaps(session: str, carried: list[Traffic], slack: float, findings:
                 continue
             begin = max(first.start, second.start)
             finish = min(first.end, second.end)
-            if finish - begin <= slack:
+            if finish - begin <= slack and not _inside(begin, finish, first, second, slack):
                 continue
             found = True
             _report(session, first, second, begin=begin, finish=finish, findings=findings)
     return found
+
+
+def _inside(begin: float, finish: float, first: Traffic, second: Traffic, slack: float) -> bool:
+    """A request answered at once (zero length) while the other connection was
+    in the middle of one: they overlap though the intersection has no length."""
+    if slack > 0 or finish < begin:
+        return False
+    return any(t.start < begin < t.end for t in (first, second))
 
 
 def _busy(traffic_: Traffic, begin: float, finish: float) -> Span:
