@@ -27,6 +27,7 @@ import platform
 import random
 import shutil
 import signal
+import ssl
 import stat
 import sys
 import time
@@ -307,9 +308,11 @@ class Shim:
     async def connect_once(self) -> str:
         """One connection: 'fatal', 'served' (it got HELLO_ACK) or 'failed'."""
         url = f"{self.args.url.rstrip('/')}/ws/local-executor/{self.args.session}"
+        secure = {"ssl": ssl.create_default_context(cafile=self.args.ca)} if self.args.ca else {}
         try:
             socket = await websockets.connect(
                 url,
+                **secure,
                 additional_headers={"Authorization": f"Bearer {self.args.token}"},
                 compression=None,
                 max_size=MAX_MESSAGE,
@@ -471,6 +474,7 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-concurrent", type=int, default=4)
     parser.add_argument("--protocol-version", default=VERSION)
     parser.add_argument("--backoff-cap", type=float, default=60.0)
+    parser.add_argument("--ca", help="CA bundle to trust for a wss:// URL")
     args = parser.parse_args(argv)
     shim = Shim(args)
     loop = asyncio.get_running_loop()

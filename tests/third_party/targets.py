@@ -32,6 +32,13 @@ TETHERBED_AGENT = (
 
 def standin_hub(*extra: str, agent: str | None = None, tls: dict[str, Any] | None = None) -> Target:
     """The stand-in hub as a target (`extra`: more stand-in flags)."""
+    return Target.from_mapping(standin_mapping(*extra, agent=agent, tls=tls), HERE, "stand-in")
+
+
+def standin_mapping(
+    *extra: str, agent: str | None = None, tls: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The stand-in hub as a target file holds it (YAML-ready)."""
     scheme = "wss" if tls else "ws"
     raw: dict[str, Any] = {
         "hub": {
@@ -59,4 +66,4 @@ def standin_hub(*extra: str, agent: str | None = None, tls: dict[str, Any] | Non
         raw["agent"] = {"command": agent}
     if tls:
         raw["tls"] = tls
-    return Target.from_mapping(raw, HERE, "stand-in target")
+    return raw
