@@ -65,13 +65,11 @@ class StandinClients:
         self.hub = hub
 
     async def open(self, session: str, user: str) -> StandinSessionClient:
-        key = self.hub.tokens.get(user, "client")
-        http = aiohttp.ClientSession(headers={"X-Api-Key": key})
+        http = _session(self.hub, user)
         base = self.hub.http_url
         try:
             response = await http.get(
                 f"{base}/standin/sessions/{session}/stream",
-                ssl=self.hub.ssl if self.hub.ssl is not None else True,
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
             )
         except aiohttp.ClientError:
@@ -100,9 +98,8 @@ class StandinAdmin:
         self.hub = hub
 
     async def _post(self, path: str, user: str, body: dict[str, Any]) -> None:
-        key = self.hub.tokens.get(user, "client")
         async with (
-            aiohttp.ClientSession(headers={"X-Api-Key": key}) as http,
+            _session(self.hub, user) as http,
             http.post(f"{self.hub.http_url}{path}", json=body) as answer,
         ):
             if answer.status >= 400:
@@ -116,15 +113,21 @@ class StandinAdmin:
         await self._post("/standin/admin/shutdown", user, {})
 
     async def sessions(self, user: str) -> list[str]:
-        key = self.hub.tokens.get(user, "client")
         async with (
-            aiohttp.ClientSession(headers={"X-Api-Key": key}) as http,
+            _session(self.hub, user) as http,
             http.get(f"{self.hub.http_url}/standin/admin/sessions") as answer,
         ):
             return list(await answer.json())
 
     async def close(self) -> None:
         return None
+
+
+def _session(hub: HubAccess, user: str) -> aiohttp.ClientSession:
+    """HTTP with the user's key, trusting what the target trusts for https."""
+    connector = aiohttp.TCPConnector(ssl=hub.ssl) if hub.ssl is not None else None
+    headers = {"X-Api-Key": hub.tokens.get(user, "client")}
+    return aiohttp.ClientSession(headers=headers, connector=connector)
 
 
 async def _next_event(response: Any) -> tuple[str, Any]:
