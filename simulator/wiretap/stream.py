@@ -101,12 +101,12 @@ class StreamTap:
         self._upgraded = True
         self._parsers = {UP: FrameParser(masked=True), DOWN: FrameParser(masked=False)}
         self._assemblers = {UP: MessageAssembler(), DOWN: MessageAssembler()}
-        if rest:
-            self._frames(DOWN, rest, now)
-        if self._early:
+        if self._early:  # sent before the answer came: recorded first
             early = bytes(self._early)
             self._early.clear()
             self._frames(UP, early, now)
+        if rest:
+            self._frames(DOWN, rest, now)
 
     # --- WebSocket ----------------------------------------------------------------
 
