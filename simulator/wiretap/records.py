@@ -81,3 +81,14 @@ class WireRecord:
 
 
 WireSink = Callable[[WireRecord], None]
+
+
+def file_sink(write: Callable[..., None]) -> WireSink:
+    """Records as event-log lines (`runtime.event_log.EventLog`): `{"t", "event",
+    "session", "machine", ...value}` — how a proxy in a container hands its
+    recording to the backend, which reads it back like a journal."""
+
+    def sink(record: WireRecord) -> None:
+        write(record.f, session=record.session, machine=record.machine, **record.value)
+
+    return sink

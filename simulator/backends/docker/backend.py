@@ -75,6 +75,7 @@ from tetherbed.simulator.backends.docker.containers import (
     published_port,
     remove,
     sweep,
+    wire_log_name,
 )
 from tetherbed.simulator.backends.docker.faults import (
     STREAMS,
@@ -133,6 +134,7 @@ class _Agent(_Node):
 
 class DockerBackend(Backend):
     name = "docker"
+    records_wire = True
 
     def __init__(self, scenario: Scenario, workdir: Path, seed: int) -> None:
         self._wall0 = time.time()
@@ -242,10 +244,17 @@ class DockerBackend(Backend):
         )
         self.agents[spec.name] = agent
         self.event_files.agent(agent.journal, agent.process, spec.session, spec.machine)
+        logs = self.workdir / "logs"
+        self.event_files.wire(logs / wire_log_name(spec), f"wire:{spec.name}")
         prepare_root(self.agent_root(spec), spec)
         (self.workdir / "agents" / spec.name).mkdir(parents=True, exist_ok=True)
         link = link_container(
-            self.machine_image, self.run_id, spec, self._seeds.getrandbits(32), self._networks.ctl
+            self.machine_image,
+            self.run_id,
+            spec,
+            self._seeds.getrandbits(32),
+            self._networks.ctl,
+            logs=logs,
         )
         agent.link = link
         await self._docker(f"starting {spec.name}'s link", link.start)

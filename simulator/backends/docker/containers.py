@@ -127,18 +127,25 @@ def hub_container(
     return container
 
 
+def wire_log_name(spec: AgentSpec) -> str:
+    return f"wire-{spec.name}.jsonl"
+
+
 def link_container(
-    image: str, run: str, spec: AgentSpec, seed: int, control: Network
+    image: str, run: str, spec: AgentSpec, seed: int, control: Network, *, logs: Path
 ) -> DockerContainer:
     """The agent's namespace and fault proxy, on the control network (the hub's
-    network is connected by the backend, at the agent's own address)."""
+    network is connected by the backend, at the agent's own address). The proxy
+    records the agent's link into `logs` (`wire_log_name`), the wire recorder."""
     command = [
         *f"tetherbed proxy --api 0.0.0.0:{PROXY_API_PORT} --seed {seed}".split(),
         *f"--proxy link=127.0.0.1:{LINK_PORT}=hub:{HUB_PORT}".split(),
+        *["--record", f"link={spec.name}=/logs/{wire_log_name(spec)}"],
     ]
     container = DockerContainer(
         image,
         command=command,  # type: ignore[arg-type]
+        volumes=[(str(logs), "/logs", "rw")],
         name=container_name(run, "link", spec.name),
         network=control,
         hostname=slug(spec.machine, 63),
