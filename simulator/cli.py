@@ -106,18 +106,22 @@ def _notes(result: RunResult) -> str:
 def _replay_options(args: argparse.Namespace) -> list[str]:
     """The target options a replay command must repeat."""
     options: list[str] = []
-    for name in ("target", "agent_command", "hub_url", "hub_command", "hub_tokens"):
+    for name in (
+        "target",
+        "agent_command",
+        "hub_url",
+        "hub_command",
+        "hub_tokens",
+        "client_adapter",
+        "admin_adapter",
+        "hub_ca",
+        "recorder_cert",
+        "recorder_key",
+    ):
         value = getattr(args, name)
         if value is not None:
             options += ["--" + name.replace("_", "-"), str(value)]
-    for name in ("client_adapter", "admin_adapter", "hub_ca", "recorder_cert", "recorder_key"):
-        value = getattr(args, name)
-        if value is not None:
-            options += ["--" + name.replace("_", "-"), str(value)]
-    if args.insecure:
-        options.append("--insecure")
-    if args.strict:
-        options.append("--strict")
+    options += [flag for flag in ("--insecure", "--strict") if getattr(args, flag[2:])]
     return options
 
 
