@@ -60,7 +60,7 @@ class ScenarioClient:
             self.process,
             "invoke",
             kind,
-            {"payload": _keep(payload), "digest": payload_digest(payload_bytes)},
+            {"payload": _keep(payload), "digest": self._digest(payload_bytes)},
             session=self.spec.session,
             req=request_id,
         )
@@ -110,6 +110,7 @@ class ScenarioClient:
         if answer.kind in STREAMING_RESPONSES:
             return
         summary = _summary(answer)
+        summary["digest"] = self._digest(answer.payload or b"{}")
         if answer.request_id is None:
             self._recorder.event(self.process, "note", {"connection_error": summary})
             return
@@ -118,6 +119,10 @@ class ScenarioClient:
         else:
             kind = "ok"
         self._complete(answer.request_id, kind, summary)
+
+    def _digest(self, payload: bytes) -> str:
+        scrub = self._recorder.scrub
+        return payload_digest(scrub(payload) if scrub is not None else payload)
 
     def _complete(self, request_id: str, kind: str, value: dict[str, Any]) -> None:
         f = self.outstanding.pop(request_id, None) or value.get("type", "?")
@@ -137,8 +142,8 @@ class ScenarioClient:
 
 
 def _summary(answer: Answer) -> dict[str, Any]:
-    """The deterministic facts of an answer (no timestamps, paths or messages),
-    and the digest of its payload, to follow it back to the agent's frame."""
+    """The deterministic facts of an answer (no timestamps, paths or messages);
+    the client adds the digest of its payload, to follow it back to the agent."""
     try:
         payload = msgspec.json.decode(answer.payload or b"{}")
     except msgspec.MsgspecError:
@@ -146,7 +151,7 @@ def _summary(answer: Answer) -> dict[str, Any]:
     if not isinstance(payload, dict):
         payload = {}
     kind = answer.kind
-    summary: dict[str, Any] = {"type": kind, "digest": payload_digest(answer.payload or b"{}")}
+    summary: dict[str, Any] = {"type": kind}
     if kind == MessageType.ERROR:
         summary["code"] = payload.get("code")
     elif kind == MessageType.FILE_CONTENTS:

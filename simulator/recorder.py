@@ -22,6 +22,9 @@ class Recorder:
     def __init__(self, now: Callable[[], float]) -> None:
         self.history = History()
         self.now = now
+        #: Rewrites payloads before they are digested or kept (the sim backend's
+        #: `wiretap.scrub.Scrubber`, for byte-identical histories); None: as they are.
+        self.scrub: Callable[[bytes], bytes] | None = None
         self._waiters: list[tuple[Predicate, asyncio.Future[Record]]] = []
 
     def record(
@@ -78,7 +81,7 @@ class Recorder:
                 time=record.time,
             )
 
-        return WireLog(node, sink, leg=leg)
+        return WireLog(node, sink, leg=leg, scrub=self.scrub)
 
     def find(self, predicate: Predicate, start: int = 0) -> Record | None:
         for record in self.history.records[start:]:

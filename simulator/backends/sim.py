@@ -31,6 +31,7 @@ from tetherbed.simulator.sim.network import Rule, SimNetwork
 from tetherbed.simulator.sim.shell import run_sim_command
 from tetherbed.simulator.targets import Target
 from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop
+from tetherbed.simulator.wiretap.scrub import Scrubber
 
 T = TypeVar("T")
 
@@ -85,6 +86,7 @@ class SimBackend(Backend):
         self.loop = VirtualTimeLoop()
         self.clock = VirtualClock(self.loop)
         super().__init__(scenario, workdir, seed)
+        self.recorder.scrub = Scrubber(workdir)
         self.rng = random.Random(seed)
         self.network = SimNetwork(random.Random(self.rng.getrandbits(64)))
         self.store = HubStore(":memory:")

@@ -10,6 +10,7 @@ anything the node or hub says about itself beyond what is on the wire.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -33,10 +34,19 @@ _decode_envelope = msgspec.json.Decoder(_Envelope).decode
 class WireLog:
     """Every connection of one node, numbered in the order they were opened."""
 
-    def __init__(self, node: str, sink: r.WireSink, *, leg: str = "agent") -> None:
+    def __init__(
+        self,
+        node: str,
+        sink: r.WireSink,
+        *,
+        leg: str = "agent",
+        scrub: Callable[[bytes], bytes] | None = None,
+    ) -> None:
+        """`scrub` rewrites a payload before it is digested or kept (`scrub.py`)."""
         self.node = node
         self.leg = leg
         self.sink = sink
+        self.scrub = scrub
         self._numbers = itertools.count(1)
 
     def connect(self, now: float) -> WireConnection:
@@ -101,6 +111,8 @@ class WireConnection:
             self.emit(r.FRAME, value, now)
             return
         payload = bytes(envelope.payload)
+        if self.log.scrub is not None:
+            payload = self.log.scrub(payload)
         value.update(
             type=envelope.type,
             id=envelope.id if isinstance(envelope.id, str | int) else None,
