@@ -59,6 +59,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tetherbed run: {exc}", file=sys.stderr)
         return 2
     if not target.is_reference:
+        if args.backend == "docker" and not target.hub.is_reference:
+            print(
+                "tetherbed run: the docker backend runs Tetherbed's hub in a container; "
+                "test a third-party hub with --backend process",
+                file=sys.stderr,
+            )
+            return 2
         if args.backend == "sim":
             print(
                 "tetherbed run: the sim backend runs only Tetherbed's own parts (virtual time); "

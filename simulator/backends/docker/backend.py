@@ -86,6 +86,7 @@ from tetherbed.simulator.backends.docker.faults import (
 from tetherbed.simulator.backends.docker.network import RunNetworks, new_run_id
 from tetherbed.simulator.backends.event_files import EventFiles
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
+from tetherbed.simulator.targets import Target
 
 T = TypeVar("T")
 log = logging.getLogger("tetherbed.simulator.docker")
@@ -136,9 +137,16 @@ class DockerBackend(Backend):
     name = "docker"
     records_wire = True
 
-    def __init__(self, scenario: Scenario, workdir: Path, seed: int) -> None:
+    def __init__(
+        self, scenario: Scenario, workdir: Path, seed: int, *, target: Target | None = None
+    ) -> None:
+        if target is not None and not target.hub.is_reference:
+            raise BackendError(
+                "the docker backend runs Tetherbed's hub in a container; test a third-party "
+                "hub on the process backend (an agent command works here)"
+            )
         self._wall0 = time.time()
-        super().__init__(scenario, workdir, seed)
+        super().__init__(scenario, workdir, seed, target=target)
         self.run_id = new_run_id()
         self.hub_image, self.machine_image = image_tags()
         self.hub = _Node("hub", "hub")
@@ -347,6 +355,7 @@ class DockerBackend(Backend):
             state=self.workdir / "agents" / agent.name,
             logs=self.workdir / "logs",
             journal=agent.journal.name,
+            target=self.target.agent,
         )
 
     # --- lifecycle -----------------------------------------------------------------

@@ -43,6 +43,7 @@ from testcontainers.core.network import Network
 from tetherbed.simulator.backends.docker.network import RUN_LABEL, RunNetworks
 from tetherbed.simulator.backends.process import hub_arguments
 from tetherbed.simulator.scenario import AgentSpec
+from tetherbed.simulator.targets import AgentTarget
 
 log = logging.getLogger("tetherbed.simulator.docker")
 
@@ -169,18 +170,27 @@ def agent_container(
     state: Path,
     logs: Path,
     journal: str,
+    target: AgentTarget,
 ) -> DockerContainer:
-    """The agent alone, in the namespace of the container `namespace`."""
+    """The agent alone, in the namespace of the container `namespace`: Tetherbed's,
+    or `target`'s command (the same placeholders as on the process backend)."""
     hub_url = f"ws://127.0.0.1:{LINK_PORT}"
-    if spec.command:  # another agent: the same placeholders as on the process backend
+    if spec.command:
+        target = AgentTarget.from_command(spec.command, f"agents.{spec.name}.command")
+    if not target.is_reference:
         values = {
             "hub_url": hub_url,
             "token": token,
             "session": spec.session,
             "root": "/workspace",
             "machine": spec.machine,
+            "name": spec.name,
+            "state": "/agent-state",
+            "shell": spec.shell,
+            "max_concurrent": spec.options.get("max_concurrent", 4),
+            "protocol_version": spec.options.get("protocol_version", "1.1"),
         }
-        command = [part.format(**values) for part in spec.command]
+        command = target.argv(values)
     else:
         options = spec.options
         command = [
