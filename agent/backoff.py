@@ -1,7 +1,8 @@
-"""The reconnect schedule: `min(2^attempt · base, cap) + uniform(0, jitter)`.
+"""The agent's reconnect backoff: where it is on the spec's schedule.
 
 Sans-I/O: it computes delays and never sleeps. The random source is passed in
-so that the simulator (and tests) get the same delays for the same seed.
+so that the simulator (and tests) get the same delays for the same seed. The
+schedule's numbers are the spec's, in `wire/backoff.py`.
 """
 
 from __future__ import annotations
@@ -9,12 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-BASE_SECONDS = 1.0
-CAP_SECONDS = 60.0
-JITTER_SECONDS = 5.0
-#: A connection counts as healthy, and resets the schedule, once it has
-#: completed its handshake and stayed up this long.
-HEALTHY_AFTER_SECONDS = 10.0
+from tetherbed.wire.backoff import BASE_SECONDS, CAP_SECONDS, JITTER_SECONDS, BackoffSchedule
 
 
 @dataclass(slots=True)
@@ -25,11 +21,13 @@ class Backoff:
     jitter: float = JITTER_SECONDS
     attempt: int = 0
 
+    @property
+    def schedule(self) -> BackoffSchedule:
+        return BackoffSchedule(self.base, self.cap, self.jitter)
+
     def next_delay(self) -> float:
         """The delay before the next attempt; each call moves one attempt on."""
-        # 2**attempt overflows nothing in Python, but cap the exponent anyway so
-        # that a week-long outage does not build huge integers.
-        exponential = min(self.base * 2 ** min(self.attempt, 32), self.cap)
+        exponential = self.schedule.exponential(self.attempt)
         self.attempt += 1
         return exponential + self.rng.uniform(0.0, self.jitter)
 
@@ -38,6 +36,5 @@ class Backoff:
         self.attempt = 0
 
     def bounds(self, attempt: int) -> tuple[float, float]:
-        """The interval a delay for `attempt` must fall in (for checkers)."""
-        low = min(self.base * 2 ** min(attempt, 32), self.cap)
-        return low, low + self.jitter
+        """The interval a delay for `attempt` must fall in (for tests)."""
+        return self.schedule.bounds(attempt)

@@ -6,6 +6,30 @@ from dataclasses import dataclass, field
 
 from tetherbed.wire import limits
 from tetherbed.wire.messages import HelloAck
+from tetherbed.wire.version import CURRENT_TEXT
+
+#: Deliberate bugs, for proving that the simulator's checkers catch them
+#: (docs/scenarios.md). Never set in normal use.
+AGENT_DEFECTS = frozenset({"ignore_fatal_close", "reconnect_immediately", "lose_writes"})
+
+
+def hub_url_problem(url: str) -> str | None:
+    """Why `url` cannot be the hub's base URL (None when it can).
+
+    The agent dials the hub's WebSocket endpoints, so the URL is ws:// or
+    wss://; an http(s) URL or a bare host:port is a common slip, answered
+    with the URL that was meant.
+    """
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in ("ws", "wss") and rest.strip("/"):
+        return None
+    if sep and scheme in ("http", "https"):
+        meant = ("wss://" if scheme == "https" else "ws://") + rest
+    elif sep:
+        meant = "ws://" + rest
+    else:
+        meant = "ws://" + url
+    return f"must be a ws:// or wss:// URL, got {url!r} (did you mean {meant.rstrip('/')}?)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +63,7 @@ class AgentConfig:
     shim_version: str = "0.1.0"
     #: The wire version advertised in HELLO (a test knob: the version-mismatch
     #: scenario runs an agent that claims another major).
-    protocol_version: str = "1.1"
+    protocol_version: str = CURRENT_TEXT
     #: Control mode: the folders DIRECTORY_LIST_REQUEST starts from.
     browse_roots: list[str] = field(default_factory=list)
     #: Where the audit key and the audit log live.
@@ -59,6 +83,9 @@ class AgentConfig:
     clipboard_read_own: bool = False
     #: Write the simulator's event journal here (JSONL; see runtime/event_log.py).
     journal: str | None = None
+    #: The strict profile (`--strict-wire`): imitate the public reference shim,
+    #: which silently drops a frame its strict models refuse (docs/spec-notes.md).
+    strict_wire: bool = False
     #: Deliberate bugs, for proving that the simulator's checkers catch them
     #: (see docs/scenarios.md). Never set in normal use.
     defects: frozenset[str] = frozenset()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from tetherbed.wire.codes import CloseCode
+from tetherbed.wire.codes import FATAL_CLOSE_CODES, FATAL_EXIT_OFFSET, CloseCode
 
 
 class AgentExit(IntEnum):
@@ -18,17 +18,14 @@ class AgentExit(IntEnum):
     AUTH_REFUSED = 4
     #: A session child stopped after --idle-exit seconds without a request.
     IDLE = 5
-    PROTOCOL_VERSION_MISMATCH = 26
-    SESSION_TAKEN_OVER = 27
-    SESSION_REVOKED = 28
-    PLATFORM_SHUTDOWN = 29
+    PROTOCOL_VERSION_MISMATCH = CloseCode.PROTOCOL_VERSION_MISMATCH - FATAL_EXIT_OFFSET
+    SESSION_TAKEN_OVER = CloseCode.SESSION_TAKEN_OVER - FATAL_EXIT_OFFSET
+    SESSION_REVOKED = CloseCode.SESSION_REVOKED - FATAL_EXIT_OFFSET
+    PLATFORM_SHUTDOWN = CloseCode.PLATFORM_SHUTDOWN - FATAL_EXIT_OFFSET
 
 
 def exit_for_close(code: int) -> AgentExit:
     """The exit code for a fatal close code (4426-4429)."""
-    return {
-        CloseCode.PROTOCOL_VERSION_MISMATCH: AgentExit.PROTOCOL_VERSION_MISMATCH,
-        CloseCode.SESSION_TAKEN_OVER: AgentExit.SESSION_TAKEN_OVER,
-        CloseCode.SESSION_REVOKED: AgentExit.SESSION_REVOKED,
-        CloseCode.PLATFORM_SHUTDOWN: AgentExit.PLATFORM_SHUTDOWN,
-    }[CloseCode(code)]
+    if code not in FATAL_CLOSE_CODES:
+        raise ValueError(f"{code} is not a fatal close code")
+    return AgentExit(code - FATAL_EXIT_OFFSET)

@@ -60,5 +60,6 @@ def build_hello(
         allowed_root=allowed_root,
         local_llm_models=local_llm_models or [],
         hardware_devices=hardware_devices or [],
-        computer_use_features=computer_use_features,
+        # A list even without computer use: the spec's HELLO has no null here.
+        computer_use_features=computer_use_features or [],
     )

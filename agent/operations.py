@@ -11,12 +11,14 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 
 from tetherbed.agent.computer_use.service import ComputerUse
 from tetherbed.agent.config import Limits
 from tetherbed.agent.files import FILE_OPERATIONS
 from tetherbed.agent.path_jail import PathJail
 from tetherbed.agent.shell import run_command
+from tetherbed.agent.temporaries import TemporaryLedger
 from tetherbed.runtime.clock import Clock
 from tetherbed.wire.codes import ErrorCode
 from tetherbed.wire.errors import ProtocolError
@@ -39,10 +41,18 @@ class DataOperations:
         offload: bool = True,
         shell: Callable[..., Awaitable[CommandResult]] = run_command,
         computer_use: ComputerUse | None = None,
+        temporaries_dir: Path | None = None,
     ) -> None:
         """`offload=False` and a `shell` interpreter keep everything on one
-        virtual-time loop (the simulator); the defaults are the real thing."""
-        self.jail = PathJail(root)
+        virtual-time loop (the simulator); the defaults are the real thing.
+
+        With `temporaries_dir` (in the agent's state directory) the temporary
+        files writes and moves create in the tree are recorded there, and the
+        ones a killed agent on this root left behind are removed now, before
+        any request is served."""
+        self.temporaries = TemporaryLedger(temporaries_dir, os.path.realpath(root))
+        self.jail = PathJail(root, temporaries=self.temporaries)
+        self.temporaries.sweep(self.jail)
         self.limits = Limits()
         self._clock = clock
         self._agent_env = dict(os.environ if agent_env is None else agent_env)
@@ -57,6 +67,7 @@ class DataOperations:
     async def close(self) -> None:
         if self.computer_use is not None:
             await self.computer_use.close()
+        self.temporaries.close()
 
     async def on_disconnect(self) -> None:
         """Input held down by a request must not outlive its connection."""
@@ -67,10 +78,16 @@ class DataOperations:
         """Perform one request; raises ProtocolError with the spec's code."""
         if kind is MessageType.EXECUTE_COMMAND:
             assert isinstance(payload, ExecuteCommand)
-            cwd = self.jail.resolve_directory(payload.cwd)
-            result = await self._shell(
-                payload, cwd=cwd, limits=self.limits, agent_env=self._agent_env, clock=self._clock
-            )
+            # The child starts in the directory object the jail checked, held
+            # open until it has run: swapping the path meanwhile changes nothing.
+            with self.jail.working_directory(payload.cwd) as cwd:
+                result = await self._shell(
+                    payload,
+                    cwd=cwd,
+                    limits=self.limits,
+                    agent_env=self._agent_env,
+                    clock=self._clock,
+                )
             return MessageType.COMMAND_RESULT, result
         if self.computer_use is not None and kind in self.computer_use.KINDS:
             return await self.computer_use.run(kind, payload)

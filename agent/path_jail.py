@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from tetherbed.agent.temporaries import TemporaryLedger
 from tetherbed.wire.codes import ErrorCode, ExtensionCode
 from tetherbed.wire.errors import ProtocolError
 
@@ -29,6 +30,8 @@ from tetherbed.wire.errors import ProtocolError
 MAX_SYMLINK_HOPS = 40
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+#: A directory held as an object, not opened for reading (needs only search permission).
+_PATH_DIRECTORY_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,22 @@ def protocol_error_from_os_error(exc: OSError, wire_path: str) -> ProtocolError:
     )
 
 
+def _swapped_under_us(exc: OSError, dir_fd: int, name: str) -> bool:
+    """Whether ENOTDIR from an O_NOFOLLOW|O_DIRECTORY open means a swap, not a file.
+
+    On a symlink that open fails with ENOTDIR (not ELOOP). If the entry is now
+    a symlink, a directory again, or gone, what failed was a swap; only a
+    non-directory still there is really "not a directory".
+    """
+    if exc.errno != errno.ENOTDIR:
+        return False
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except OSError:
+        return True
+    return stat.S_ISLNK(mode) or stat.S_ISDIR(mode)
+
+
 @contextmanager
 def os_errors_as_protocol_errors(wire_path: str) -> Iterator[None]:
     """Turn any OSError raised in the block into a typed ProtocolError naming `wire_path`."""
@@ -134,7 +153,9 @@ class PathJail:
     Immutable after construction, so one jail may serve concurrent worker threads.
     """
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, temporaries: TemporaryLedger | None = None) -> None:
+        """`temporaries` records the temporary files operations create in the tree
+        (see agent/temporaries.py); by default nothing is recorded."""
         canonical = os.path.realpath(root)
         if not os.path.exists(canonical):
             raise FileNotFoundError(errno.ENOENT, "allowed root does not exist", root)
@@ -144,6 +165,7 @@ class PathJail:
         self._name_max = os.pathconf(canonical, "PC_NAME_MAX")
         self._path_max = os.pathconf(canonical, "PC_PATH_MAX")
         self._can_verify_descriptors = os.path.isdir("/proc/self/fd")
+        self.temporaries = temporaries or TemporaryLedger(None)
 
     # --- membership ----------------------------------------------------------
 
@@ -164,6 +186,19 @@ class PathJail:
             ErrorCode.PATH_OUTSIDE_ALLOWED_ROOT,
             f"Path {wire_path} is outside allowed root {self.root}",
             details={"path": wire_path, "allowed_root": self.root, "reason": reason},
+        )
+
+    def changed_error(self, wire_path: str) -> ProtocolError:
+        """A path that changed between its check and its use (a swap was caught)."""
+        return ProtocolError(
+            ErrorCode.PATH_OUTSIDE_ALLOWED_ROOT,
+            f"Path {wire_path} changed while in use (a symlink was swapped in); "
+            f"refused rather than followed out of {self.root}",
+            details={
+                "path": wire_path,
+                "allowed_root": self.root,
+                "reason": "changed_during_operation",
+            },
         )
 
     def root_refusal(self, wire_path: str, action: str) -> ProtocolError:
@@ -240,7 +275,12 @@ class PathJail:
                 hops += 1
                 if hops > MAX_SYMLINK_HOPS:
                     raise symlink_loop_error(wire_path)
-                target = os.readlink(candidate)
+                try:
+                    target = os.readlink(candidate)
+                except OSError as exc:
+                    if exc.errno == errno.EINVAL:  # no longer a symlink: swapped under us
+                        raise self.changed_error(wire_path) from exc
+                    raise
                 if target.startswith("/"):
                     reached = "/"
                 pending.extendleft(reversed(_components(target)))
@@ -358,7 +398,7 @@ class PathJail:
         if real.endswith(" (deleted)"):
             real = real[: -len(" (deleted)")]
         if not self.contains(real):
-            raise self.outside_error(wire_path, reason="changed_during_operation")
+            raise self.changed_error(wire_path)
 
     def _checked(self, fd: int, wire_path: str) -> int:
         try:
@@ -367,6 +407,54 @@ class PathJail:
             os.close(fd)
             raise
         return fd
+
+    def open_working_directory(self, wire_path: str | None) -> int:
+        """An O_PATH descriptor of the existing directory `wire_path` (None: the root).
+
+        The path is resolved as usual, then opened again from the root one
+        component at a time with O_NOFOLLOW, so what is opened is exactly what
+        was checked: a component swapped for a symlink (or a file) meanwhile is
+        refused (`changed_during_operation`), never followed. A command started
+        in this descriptor (`working_directory`) runs in the checked directory
+        even if the path is swapped after this returns.
+        """
+        canonical = self.resolve_directory(wire_path)
+        shown = self.root if wire_path is None else wire_path
+        fd = os.open(self.root, _PATH_DIRECTORY_FLAGS)
+        try:
+            for name in _components(canonical[len(self.root) :]):
+                try:
+                    child = os.open(name, _PATH_DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+                except NotADirectoryError as exc:
+                    raise self.changed_error(shown) from exc
+                except OSError as exc:
+                    raise protocol_error_from_os_error(exc, shown) from exc
+                os.close(fd)
+                fd = child
+            self.verify_descriptor(fd, shown)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    @contextmanager
+    def working_directory(self, wire_path: str | None) -> Iterator[str]:
+        """Hold `wire_path`'s directory open; yields a path naming the held object.
+
+        The path is `/proc/self/fd/N`: the kernel resolves it to the open
+        directory itself, in whichever process resolves it (a child inherits N
+        until it execs, and chdir happens before exec), so it cannot be
+        swapped. Only without procfs is it the canonical path, checked but not
+        held.
+        """
+        fd = self.open_working_directory(wire_path)
+        try:
+            if self._can_verify_descriptors:
+                yield f"/proc/self/fd/{fd}"
+            else:
+                yield self.resolve_directory(wire_path)
+        finally:
+            os.close(fd)
 
     def open_directory(self, canonical_dir: str, wire_path: str) -> int:
         """A descriptor of a directory inside the root, verified after opening."""
@@ -400,8 +488,8 @@ class PathJail:
             try:
                 fd = os.open(name, flags, dir_fd=parent_fd)
             except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise self.outside_error(wire_path, "changed_during_operation") from exc
+                if exc.errno == errno.ELOOP or _swapped_under_us(exc, parent_fd, name):
+                    raise self.changed_error(wire_path) from exc
                 raise protocol_error_from_os_error(exc, wire_path) from exc
         return self._checked(fd, wire_path)
 
@@ -418,6 +506,13 @@ class PathJail:
             os_errors_as_protocol_errors(wire_path),
         ):
             return os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+
+    def lstat_resolved(self, canonical_path: str, wire_path: str) -> os.stat_result:
+        """lstat a path resolved with links followed: a symlink there now was swapped in."""
+        status = self.lstat_entry(canonical_path, wire_path)
+        if stat.S_ISLNK(status.st_mode):
+            raise self.changed_error(wire_path)
+        return status
 
     def open_parent_for_create(self, target: CreateTarget) -> int:
         """A verified descriptor of the target's parent, creating missing parents first.
@@ -436,9 +531,7 @@ class PathJail:
                     try:
                         child = os.open(name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
                     except NotADirectoryError as exc:
-                        raise self.outside_error(
-                            target.wire_path, "changed_during_operation"
-                        ) from exc
+                        raise self.changed_error(target.wire_path) from exc
                 os.close(fd)
                 fd = child
                 self.verify_descriptor(fd, target.wire_path)

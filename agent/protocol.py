@@ -9,6 +9,13 @@ What it owns: the HELLO/HELLO_ACK handshake and its checks, version rules,
 capability enforcement, the `max_concurrent` admission limit, the envelope-level
 `pending_capacity`, STATUS frames (periodic and on the full→not-full edge),
 PING→PONG, and SESSION_REVOKED handling.
+
+With `strict_wire` it plays the strict profile: every frame from the platform is
+first checked against `wire/strict.py` (the spec's messages exactly), and one
+that fails is dropped without an answer, as the public reference shim drops
+what its `extra="forbid"` models refuse. The spec says every request gets a
+response with the same id; this profile exists to prove that a platform
+survives peers that do not (docs/spec-notes.md, "The strict profile").
 """
 
 from __future__ import annotations
@@ -20,8 +27,9 @@ from enum import Enum, auto
 from tetherbed.agent.actions import Action, Close, Log, Ready, Revoked, Run, Send
 from tetherbed.agent.config import Limits
 from tetherbed.agent.exit_codes import AgentExit
+from tetherbed.agent.spec_codes import error_payload
 from tetherbed.runtime.clock import Clock
-from tetherbed.wire import catalog
+from tetherbed.wire import catalog, strict
 from tetherbed.wire.codes import CloseCode, ErrorCode, ExtensionCode
 from tetherbed.wire.envelope import (
     Envelope,
@@ -34,7 +42,6 @@ from tetherbed.wire.limits import STATUS_INTERVAL_SECONDS
 from tetherbed.wire.messages import (
     Capability,
     Empty,
-    ErrorPayload,
     Hello,
     HelloAck,
     MessageType,
@@ -42,7 +49,14 @@ from tetherbed.wire.messages import (
     SessionRevoked,
     Status,
 )
-from tetherbed.wire.version import CURRENT, ProtocolVersion, VersionMismatch, negotiate, same_major
+from tetherbed.wire.version import (
+    CURRENT,
+    CURRENT_TEXT,
+    ProtocolVersion,
+    VersionMismatch,
+    negotiate,
+    same_major,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +80,7 @@ class AgentProtocol:
         session_id: str | None,
         audit_bytes: Callable[[], int] = lambda: 0,
         status_interval: float = STATUS_INTERVAL_SECONDS,
+        strict_wire: bool = False,
     ) -> None:
         self.hello = hello
         self.session_id = session_id
@@ -83,6 +98,7 @@ class AgentProtocol:
         self._started = clock.monotonic()
         self._next_status = self._started + status_interval
         self._control = session_id is None
+        self._strict_wire = strict_wire
 
     # --- outgoing ----------------------------------------------------------
 
@@ -94,7 +110,9 @@ class AgentProtocol:
     def free_slots(self) -> int:
         return max(self.limits.max_concurrent - len(self.in_flight), 0)
 
-    def complete(self, request_id: str, kind: MessageType, payload: Payload) -> list[Action]:
+    def complete(
+        self, request_id: str, kind: MessageType, payload: Payload | strict.Strict
+    ) -> list[Action]:
         """An operation finished: answer it and release its slot."""
         if request_id not in self.in_flight:
             return []
@@ -109,10 +127,14 @@ class AgentProtocol:
 
     def fail(self, request_id: str, error: ProtocolError) -> list[Action]:
         """An operation failed with a typed error: answer ERROR and release its slot."""
-        return self.complete(request_id, MessageType.ERROR, _error_payload(error))
+        return self.complete(request_id, MessageType.ERROR, error_payload(error))
 
     def emit(self, request_id: str, kind: MessageType, payload: Payload) -> list[Action]:
-        """A non-terminal frame of a streaming request (LOCAL_LLM_COMPLETION_CHUNK)."""
+        """A non-terminal frame of a streaming request, which keeps its slot.
+
+        Nothing streams yet; the local LLM work sends LOCAL_LLM_COMPLETION_CHUNK
+        frames through this before the request's terminal answer.
+        """
         if request_id not in self.in_flight or self.state is not State.OPEN:
             return []
         return [Send(self._encode(kind, request_id, payload, capacity=False))]
@@ -135,6 +157,10 @@ class AgentProtocol:
         """One frame from the platform. Never raises on bad input."""
         if self.state is State.CLOSED:
             return []
+        if self._strict_wire and (refused := _strict_refusal(data)) is not None:
+            if self.state is State.AWAITING_ACK and _is_hello_ack(data):
+                return self._handshake_failed(f"strict profile refused the HELLO_ACK: {refused}")
+            return [Log("warning", f"strict profile: dropped a frame without answer: {refused}")]
         try:
             envelope = decode_envelope(data)
         except WireError as exc:
@@ -255,7 +281,12 @@ class AgentProtocol:
     def _admit(self, envelope: Envelope, kind: MessageType, capability: Capability) -> list[Action]:
         request_id = envelope.id
         if not request_id:
-            return self._reject(ProtocolError(ExtensionCode.INVALID_MESSAGE, "request has no id"))
+            # Answered under the id it carried (null or ""), the only one there is.
+            return self._reject(
+                ProtocolError(
+                    ExtensionCode.INVALID_MESSAGE, "request has no id", request_id=request_id
+                )
+            )
         is_control_request = kind in catalog.CONTROL_REQUESTS
         if is_control_request != self._control:
             where = "the control connection" if self._control else "a data connection"
@@ -300,7 +331,7 @@ class AgentProtocol:
 
     def _reject(self, error: ProtocolError) -> list[Action]:
         """Answer a frame that was not admitted; it held no slot."""
-        return [Send(self._encode(MessageType.ERROR, error.request_id, _error_payload(error)))]
+        return [Send(self._encode(MessageType.ERROR, error.request_id, error_payload(error)))]
 
     def _status(self) -> Send:
         now = self._clock.monotonic()
@@ -315,7 +346,12 @@ class AgentProtocol:
         return Send(self._encode(MessageType.STATUS, self._new_id(), status))
 
     def _encode(
-        self, kind: MessageType, request_id: str | None, payload: Payload, *, capacity: bool = True
+        self,
+        kind: MessageType,
+        request_id: str | None,
+        payload: Payload | strict.Strict,
+        *,
+        capacity: bool = True,
     ) -> bytes:
         version = str(CURRENT) if kind is MessageType.HELLO else str(self.version)
         return encode_message(
@@ -328,10 +364,20 @@ class AgentProtocol:
         )
 
 
-def _error_payload(error: ProtocolError) -> ErrorPayload:
-    return ErrorPayload(
-        code=error.code, message=error.message, fatal=error.fatal, details=error.details
-    )
+def _strict_refusal(data: bytes) -> str | None:
+    """Why a strict peer would refuse this platform frame, or None if it would not."""
+    try:
+        strict.check_frame(data, from_shim=False)
+    except strict.StrictViolation as exc:
+        return str(exc)[:300]
+    return None
+
+
+def _is_hello_ack(data: bytes) -> bool:
+    try:
+        return decode_envelope(data).type == MessageType.HELLO_ACK
+    except WireError:
+        return False
 
 
 def _control_ack_problem(ack: HelloAck, version: ProtocolVersion) -> str | None:
@@ -341,8 +387,8 @@ def _control_ack_problem(ack: HelloAck, version: ProtocolVersion) -> str | None:
         return "control HELLO_ACK carries a session id"
     if not ack.connection_id:
         return "control HELLO_ACK lacks a connection_id"
-    if ack.protocol_version != "1.1" or str(version) != "1.1":
-        return f"control HELLO_ACK protocol is {ack.protocol_version}, not 1.1"
+    if ack.protocol_version != CURRENT_TEXT or version != CURRENT:
+        return f"control HELLO_ACK protocol is {ack.protocol_version}, not {CURRENT_TEXT}"
     if Capability.DIRECTORY_BROWSE not in ack.granted_capabilities:
         return "control HELLO_ACK does not grant directory_browse"
     return None

@@ -36,7 +36,7 @@ from tetherbed.agent.audit.redaction import (
     session_revoked_details,
 )
 from tetherbed.agent.audit.sink import AuditSink, NullAuditSink
-from tetherbed.agent.backoff import HEALTHY_AFTER_SECONDS, Backoff
+from tetherbed.agent.backoff import Backoff
 from tetherbed.agent.config import AgentConfig, Limits
 from tetherbed.agent.exit_codes import AgentExit, exit_for_close
 from tetherbed.agent.hello import build_hello, default_machine_id
@@ -44,6 +44,7 @@ from tetherbed.agent.protocol import AgentProtocol
 from tetherbed.runtime.clock import Clock, SystemClock
 from tetherbed.runtime.event_log import EventLog, EventSink
 from tetherbed.runtime.transport import Connector, MessageTransport, TransportClosed, UpgradeRefused
+from tetherbed.wire.backoff import HEALTHY_AFTER_SECONDS
 from tetherbed.wire.codes import CloseCode, ErrorCode, is_fatal_close
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import Ack, Capability, HardwareDevice, MessageType, Payload
@@ -124,6 +125,10 @@ class AgentRuntime:
             self._journal = EventLog(config.journal, self.clock.time)
             events = self._journal
         self._event: EventSink = events or _ignore
+        #: Whether anything records events: the per-request payload digest is
+        #: computed only then (hashing a 10 MiB FILE_WRITE takes milliseconds
+        #: of the event loop's time).
+        self._recording_events = events is not None
         self._attempts = 0
         #: The most recent delays chosen between attempts, oldest first (bounded:
         #: an agent may run for months; the journal keeps every one).
@@ -149,7 +154,12 @@ class AgentRuntime:
         from tetherbed.agent.operations import DataOperations
 
         computer_use = self._computer_use()
-        return DataOperations(root=self.config.root, clock=self.clock, computer_use=computer_use)
+        return DataOperations(
+            root=self.config.root,
+            clock=self.clock,
+            computer_use=computer_use,
+            temporaries_dir=state_dir / "temporaries",
+        )
 
     def _computer_use(self) -> Any:
         """Computer use on the configured display, when one works (checked once)."""
@@ -323,6 +333,7 @@ class AgentRuntime:
             new_id=self._new_id,
             session_id=self.config.session_id,
             audit_bytes=lambda: self.audit.size_bytes,
+            strict_wire=self.config.strict_wire,
         )
         served = _Served()
         ready_at: float | None = None
@@ -378,12 +389,13 @@ class AgentRuntime:
                 await transport.send(action.data)
             elif isinstance(action, Run):
                 self._last_activity = self.clock.monotonic()
-                self._event(
-                    "exec",
-                    kind=str(action.kind),
-                    request_id=action.request_id,
-                    digest=_digest(action.raw),
-                )
+                if self._recording_events:
+                    self._event(
+                        "exec",
+                        kind=str(action.kind),
+                        request_id=action.request_id,
+                        digest=_digest(action.raw),
+                    )
                 task = asyncio.ensure_future(self._operate(action, protocol, transport, served))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)

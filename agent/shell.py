@@ -12,9 +12,21 @@ stdout/stderr (and other descriptors) into the child, so a detached background
 job (`server >log 2>&1 &`) would still hold our pipes open; and
 `asyncio.subprocess.Process.wait()` waits for the pipes as well as the process.
 So the child is started with `subprocess.Popen` (close_fds on every loop) on
-pipes we own, read through `loop.connect_read_pipe`, and its exit is learned by
-a watcher thread that does not reap it until we are done signalling its group,
-so the group id cannot be reused under us.
+pipes we own, read with `loop.add_reader`, and its exit is learned by a watcher
+thread that does not reap it until we are done signalling its group, so the
+group id cannot be reused under us.
+
+Why not `loop.connect_read_pipe`: on uvloop it closes the pipe's descriptor
+twice (libuv closes it, then the file object it was given closes the same
+number again). In a process whose worker threads open and close descriptors
+all the time, the second close can hit a descriptor another thread has just
+been given: that thread then fails with "Bad file descriptor", or uses a
+number that by then names another file. Each read end here has one owner and
+is closed exactly once.
+
+The child starts in `cwd` as given; the agent passes the `/proc/self/fd/N` path
+of the directory the jail checked and holds open (`PathJail.working_directory`),
+so swapping the path for a symlink cannot move the command out of the root.
 """
 
 from __future__ import annotations
@@ -28,7 +40,6 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable, Mapping
-from typing import BinaryIO
 
 import msgspec
 
@@ -61,6 +72,8 @@ _NOT_EXECUTABLE_ERRNOS = frozenset(
 
 _STDOUT = 1
 _STDERR = 2
+#: One read per readiness event; a Linux pipe holds 64 KiB.
+_READ_BYTES = 64 * 1024
 
 
 async def run_command(
@@ -71,7 +84,7 @@ async def run_command(
     agent_env: Mapping[str, str],
     clock: Clock,
 ) -> CommandResult:
-    """Run `request` in `cwd` (absolute, existing, already jailed) and report how it went.
+    """Run `request` in `cwd` (a path naming a jailed directory) and report how it went.
 
     - A missing `argv[0]` is answered like a shell would: exit_code 127 (126 when
       it exists but cannot be executed) with the reason in stderr, not an ERROR,
@@ -154,7 +167,7 @@ class OutputCapture:
     def truncated(self) -> bool:
         return self._cut[_STDOUT] or self._cut[_STDERR]
 
-    def feed(self, fd: int, chunk: bytes) -> None:
+    def feed(self, fd: int, chunk: bytes | memoryview) -> None:
         """Keep what fits of `chunk`; the rest is dropped and remembered as a cut."""
         if len(chunk) > self._room:
             self._cut[fd] = True
@@ -253,7 +266,7 @@ def _spawn_failure_exit_code(
 
 def _spawn(
     argv: list[str], cwd: str, env: dict[str, str]
-) -> tuple[subprocess.Popen[bytes], dict[int, BinaryIO]]:
+) -> tuple[subprocess.Popen[bytes], dict[int, int]]:
     """Start the child on two fresh pipes; returns it and the read ends by stream."""
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
@@ -275,23 +288,21 @@ def _spawn(
     finally:
         os.close(out_write)
         os.close(err_write)
-    return proc, {
-        _STDOUT: os.fdopen(out_read, "rb", buffering=0),
-        _STDERR: os.fdopen(err_read, "rb", buffering=0),
-    }
+    return proc, {_STDOUT: out_read, _STDERR: err_read}
 
 
 class _Child:
     """One running child: its pipes feeding the capture, and its exit watcher.
 
-    It owns the read ends of the pipes from construction; `close` releases them.
+    It owns the read ends of the pipes from construction and closes each one
+    exactly once: at EOF, or in `close`.
     """
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
         proc: subprocess.Popen[bytes],
-        pipes: dict[int, BinaryIO],
+        pipes: dict[int, int],
         capture: OutputCapture,
     ) -> None:
         self.pid = proc.pid
@@ -300,11 +311,14 @@ class _Child:
         self.drained: asyncio.Future[None] = loop.create_future()
         self._loop = loop
         self._proc = proc
-        self._unread = dict(pipes)
+        self._pipes = dict(pipes)  # stream -> read end, until closed
+        self._reading: set[int] = set()
         self._capture = capture
-        self._open: set[int] = set()
-        self._transports: list[asyncio.BaseTransport] = []
         self._reap = threading.Event()
+        #: One buffer reused for every read: output past the budget is read
+        #: and dropped without allocating anything.
+        self._buffer = bytearray(_READ_BYTES)
+        self._view = memoryview(self._buffer)
 
     def watch(self) -> None:
         """Start the thread that learns the exit status."""
@@ -312,30 +326,37 @@ class _Child:
 
     async def connect(self) -> None:
         """Start reading both pipes, concurrently, as data arrives."""
-        for fd, file in list(self._unread.items()):
-            transport, _ = await self._loop.connect_read_pipe(
-                lambda fd=fd: _PipeReader(self, fd), file
-            )
-            del self._unread[fd]
-            self._open.add(fd)
-            self._transports.append(transport)
+        for stream, fd in self._pipes.items():
+            os.set_blocking(fd, False)
+            self._loop.add_reader(fd, self._readable, stream)
+            self._reading.add(stream)
 
     def close(self) -> None:
         """Stop reading, and let the watcher reap the child once it has exited."""
-        for transport in self._transports:
-            transport.close()
-        for file in self._unread.values():
-            file.close()
-        self._unread.clear()
+        for stream in list(self._pipes):
+            self._release(stream)
         self._reap.set()
 
-    def data(self, fd: int, chunk: bytes) -> None:
-        self._capture.feed(fd, chunk)
-
-    def eof(self, fd: int) -> None:
-        self._open.discard(fd)
-        if not self._open and not self.drained.done():
+    def _readable(self, stream: int) -> None:
+        try:
+            count = os.readv(self._pipes[stream], [self._buffer])
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            count = 0  # EIO and the like: nothing more will come
+        if count:
+            self._capture.feed(stream, self._view[:count])  # copied only if kept
+            return
+        self._release(stream)
+        if not self._reading and not self.drained.done():
             self.drained.set_result(None)
+
+    def _release(self, stream: int) -> None:
+        fd = self._pipes.pop(stream)
+        if stream in self._reading:
+            self._reading.discard(stream)
+            self._loop.remove_reader(fd)
+        os.close(fd)
 
     def _watch(self) -> None:
         """Thread: wait for the exit without reaping, report it, reap when released.
@@ -364,20 +385,6 @@ class _Child:
         self.returncode = status
         if not self.exited.done():
             self.exited.set_result(None)
-
-
-class _PipeReader(asyncio.Protocol):
-    """Reads one of the child's pipes, one bounded transport read at a time."""
-
-    def __init__(self, child: _Child, fd: int) -> None:
-        self._child = child
-        self._fd = fd
-
-    def data_received(self, data: bytes) -> None:
-        self._child.data(self._fd, data)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._child.eof(self._fd)
 
 
 def _returncode(info: os.waitid_result) -> int:

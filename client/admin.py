@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aiohttp
@@ -38,6 +39,25 @@ class HubAdmin:
     async def machines(self) -> list[dict[str, Any]]:
         """The presence registry: machines with a live control connection."""
         return (await self._call("GET", "/v1/machines"))["machines"]
+
+    async def wait_connected(self, session_id: str, timeout: float) -> dict[str, Any]:
+        """Poll until an agent serves `session_id`; TimeoutError after `timeout` s.
+
+        A hub that is not listening yet counts as "not yet", so a script can
+        start a hub and an agent in the background and wait here for both.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            try:
+                for session in await self.sessions():
+                    if session.get("session_id") == session_id and session.get("connected"):
+                        return session
+            except aiohttp.ClientConnectionError:
+                pass
+            if loop.time() >= deadline:
+                raise TimeoutError(f"no agent serves session {session_id} after {timeout:g} s")
+            await asyncio.sleep(0.1)
 
     async def revoke(self, session_id: str) -> dict[str, Any]:
         """SESSION_REVOKED{user_revoked} and close 4428 to the session's agent."""

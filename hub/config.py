@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from tetherbed.hub.dsh.config import DshConfig
 from tetherbed.wire import limits
 from tetherbed.wire.messages import Capability
+from tetherbed.wire.version import CURRENT_TEXT
 
 
 class OwnershipPolicy(StrEnum):
@@ -62,11 +64,13 @@ class HubConfig:
     #: Restore an idle-stopped session through its machine's control
     #: connection when a request for it arrives.
     auto_restore: bool = True
-    protocol_version: str = "1.1"
+    protocol_version: str = CURRENT_TEXT
     #: Deliberate bugs, for proving that the simulator's checkers catch them
     #: (docs/scenarios.md): "retry_non_idempotent", "orphan_on_disconnect",
     #: "shared_ids". Never set in normal use.
     defects: frozenset[str] = frozenset()
+    #: The dsh-computers routes' settings (hub/dsh).
+    dsh: DshConfig = field(default_factory=DshConfig)
 
     def __post_init__(self) -> None:
         unknown = set(self.defects) - HUB_DEFECTS

@@ -388,7 +388,9 @@ class HubCore:
             if answer.error is not None:
                 actions.append(Send(link.peer, self._error_frame(envelope.id, answer.error)))
             actions.append(Close(link.peer, answer.code, answer.reason))
-            self._observe("refused", conn=link.connection_id, code=answer.code)
+            self._observe(
+                "refused", conn=link.connection_id, code=answer.code, reason=answer.reason
+            )
             return actions
         actions = []
         target = self._claim(link, actions)

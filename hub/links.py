@@ -9,6 +9,7 @@ from typing import Any
 
 from tetherbed.wire import catalog
 from tetherbed.wire.envelope import Envelope
+from tetherbed.wire.version import CURRENT_TEXT
 
 
 class AgentState(Enum):
@@ -86,7 +87,7 @@ class AgentLink:
     connection_id: str
     state: AgentState = AgentState.AWAITING_HELLO
     machine_id: str = ""
-    version: str = "1.1"
+    version: str = CURRENT_TEXT
     granted: frozenset[str] = frozenset()
     #: The session or machine this connection serves once READY.
     target: Target | None = None

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable, Iterable
@@ -22,6 +23,7 @@ from tetherbed.hub.actions import Close, HubAction, Send
 from tetherbed.hub.admission import Refusal, admit_agent, admit_client, bearer_token
 from tetherbed.hub.config import HubConfig
 from tetherbed.hub.core import HubCore
+from tetherbed.hub.dsh.server import mount_dsh_computers
 from tetherbed.hub.links import ClientLink
 from tetherbed.hub.store import HubStore
 from tetherbed.hub.timer_driver import CoreTimer
@@ -75,6 +77,7 @@ class HubServer:
             ]
         )
         self.app.on_shutdown.append(self._on_shutdown)
+        self.dsh = mount_dsh_computers(self.app, store, config.dsh)
         self._timer = CoreTimer(self.core, self._apply)
         self._sockets: set[web.WebSocketResponse] = set()
         self._closing: set[asyncio.Task[Any]] = set()
@@ -290,6 +293,15 @@ class HubServer:
         self._timer.cancel()
 
 
+class CannotListen(Exception):
+    """The hub's address cannot be bound: in use, not an address of this host, ..."""
+
+    def __init__(self, host: str, port: int, cause: OSError) -> None:
+        why = os.strerror(cause.errno).lower() if cause.errno else str(cause)
+        super().__init__(f"cannot listen on {host}:{port}: {why}")
+        self.cause = cause
+
+
 async def serve(
     config: HubConfig, store: HubStore, host: str, port: int, *, events: str | None = None
 ) -> None:
@@ -299,7 +311,11 @@ async def serve(
     runner = web.AppRunner(server.app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise CannotListen(host, port, exc) from exc
     bound = runner.addresses[0] if runner.addresses else (host, port)
     print(f"tetherbed hub listening on ws://{bound[0]}:{bound[1]}", flush=True)
     stop = asyncio.Event()

@@ -42,6 +42,24 @@ CREATE TABLE IF NOT EXISTS session_grants (
 );
 """
 
+# The dsh-computers registry (hub/dsh): computers and enrollment keys. Rows hold
+# a JSON record that hub/dsh/persistence.py reads and writes; only the columns
+# the store must index or constrain are broken out. Agent tokens and keys are
+# stored only as SHA-256 digests.
+_DSH_SCHEMA = """
+CREATE TABLE IF NOT EXISTS dsh_computers (
+    id TEXT PRIMARY KEY,
+    user TEXT NOT NULL REFERENCES users(name),
+    token_hash TEXT NOT NULL UNIQUE,
+    record TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dsh_keys (
+    digest TEXT PRIMARY KEY,
+    user TEXT NOT NULL REFERENCES users(name),
+    record TEXT NOT NULL
+);
+"""
+
 DATABASE_NAME = "hub.sqlite3"
 
 
@@ -76,6 +94,7 @@ class HubStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
+        self._db.executescript(_DSH_SCHEMA)
 
     def close(self) -> None:
         self._db.close()
@@ -172,3 +191,49 @@ class HubStore:
             "SELECT s.user, g.session_id, g.machine_id, g.root_grant "
             "FROM session_grants g JOIN sessions s ON s.id = g.session_id WHERE s.revoked = 0"
         ).fetchall()
+
+    # === dsh-computers registry (hub/dsh) ===================================
+
+    def dsh_rows(self) -> tuple[list[tuple[str, str, str, str]], list[tuple[str, str, str]]]:
+        """Every computer row (id, user, token_hash, record) and key row
+        (digest, user, record), in insertion order."""
+        computers = self._db.execute(
+            "SELECT id, user, token_hash, record FROM dsh_computers ORDER BY rowid"
+        ).fetchall()
+        keys = self._db.execute(
+            "SELECT digest, user, record FROM dsh_keys ORDER BY rowid"
+        ).fetchall()
+        return computers, keys
+
+    def dsh_write(
+        self,
+        computers: list[tuple[str, str, str, str]],
+        dropped_computers: list[str],
+        keys: list[tuple[str, str, str]],
+        dropped_keys: list[str],
+    ) -> None:
+        """Apply one batch of registry changes in one transaction.
+
+        The connection is in autocommit mode (isolation_level=None), where
+        `with connection:` opens no transaction; so BEGIN explicitly.
+        """
+        now = time.time()
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for user in {row[1] for row in computers} | {row[1] for row in keys}:
+                db.execute("INSERT OR IGNORE INTO users VALUES (?, ?)", (user, now))
+            db.executemany(
+                "DELETE FROM dsh_computers WHERE id = ?", [(i,) for i in dropped_computers]
+            )
+            db.executemany(
+                "INSERT INTO dsh_computers VALUES (?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                "user = excluded.user, token_hash = excluded.token_hash, record = excluded.record",
+                computers,
+            )
+            db.executemany("DELETE FROM dsh_keys WHERE digest = ?", [(d,) for d in dropped_keys])
+            db.executemany("INSERT OR REPLACE INTO dsh_keys VALUES (?, ?, ?)", keys)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")

@@ -60,6 +60,8 @@ EVENTS: dict[str, tuple[str, ...]] = {
         "outcome_unknown",  # a non-idempotent request lost in a drop {kind}
         "hold_expired",  # the retry window closed {held}
         "auto_restore",  # the hub restored a session by itself
+        "auto_restore_failed",  # ... and could not {reason}
+        "overloaded_requeue",  # SHIM_OVERLOADED: the request waits for a slot again
         "client_connect",
         "status",
     ),
@@ -76,8 +78,9 @@ EVENTS: dict[str, tuple[str, ...]] = {
     "process": ("started", "exited", "paused", "resumed", "killed"),
     # The wire recorder (process wire:<agent>): what crossed the agent's link.
     "wire": WIRE_EVENTS,
-    "fault": ("fault_start", "fault_stop"),
+    "fault": ("fault_start", "fault_stop", "fault_via"),  # fault_via: how docker did it
     "runner": ("step", "expect_failed", "assert_failed", "note", "not_applicable", "final_file"),
+    "docker": ("link_exited",),  # an agent's fault-proxy container ended
 }
 
 
@@ -123,10 +126,6 @@ class Record:
             machine=data.get("machine"),
             req=data.get("req"),
         )
-
-    @property
-    def is_operation(self) -> bool:
-        return self.type != "event"
 
 
 @dataclass

@@ -29,8 +29,17 @@ from typing import Any
 
 import pytest
 
-from tetherbed.simulator.scenario import AgentSpec, ClientSpec, HubSpec, Topology
+from tetherbed.simulator.scenario import (
+    AgentSpec,
+    ClientSpec,
+    HubSpec,
+    ScenarioError,
+    Topology,
+    check_agent_options,
+    check_hub_options,
+)
 from tetherbed.simulator.testbed import Testbed
+from tetherbed.simulator.validation import Where
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,9 +60,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 class TopologyBuilder:
-    """What a test declares before the hub starts (and clients at any time)."""
+    """What a test declares before the hub starts (and clients at any time).
 
-    def __init__(self) -> None:
+    Every option is checked as in a scenario file: an unknown one is an error
+    naming the test and the key, never silently ignored.
+    """
+
+    def __init__(self, test: str = "topology") -> None:
+        self.test = test
         self.hub_options: dict[str, Any] = {}
         self.agents: dict[str, AgentSpec] = {}
         self.clients: dict[str, ClientSpec] = {}
@@ -62,7 +76,8 @@ class TopologyBuilder:
     def hub(self, **options: Any) -> TopologyBuilder:
         if self._testbed is not None:
             raise RuntimeError("hub options must be set before the hub fixture starts it")
-        self.hub_options.update(options)
+        where = Where(self.test).key("topology.hub").key("options")
+        self.hub_options.update(check_hub_options({**self.hub_options, **options}, where))
         return self
 
     def client(self, name: str, *, session: str, user: str = "alice") -> TopologyBuilder:
@@ -76,11 +91,24 @@ class TopologyBuilder:
         return Topology(HubSpec(options=dict(self.hub_options)), self.agents, self.clients)
 
 
+#: What `@pytest.mark.tetherbed(...)` takes.
+MARKER_KEYS = ("hub",)
+
+
 @pytest.fixture
 def topology(request: pytest.FixtureRequest) -> TopologyBuilder:
-    builder = TopologyBuilder()
+    builder = TopologyBuilder(request.node.nodeid)
     for marker in request.node.iter_markers("tetherbed"):
-        builder.hub(**marker.kwargs.get("hub", {}))
+        where = Where(request.node.nodeid).key("@pytest.mark.tetherbed")
+        if marker.args:
+            raise ScenarioError(where, "takes keywords only: hub={...}")
+        for key in marker.kwargs:
+            if key not in MARKER_KEYS:
+                raise ScenarioError(where, f"unknown keyword {key!r}; allowed: hub")
+        hub = marker.kwargs.get("hub", {})
+        if not isinstance(hub, dict):
+            raise ScenarioError(where.key("hub"), f"expected a mapping of options, got {hub!r}")
+        builder.hub(**hub)
     return builder
 
 
@@ -115,13 +143,14 @@ def agent(hub: Testbed) -> Callable[..., str]:
         wait: bool = True,
         **options: Any,
     ) -> str:
+        where = Where(hub.scenario.name).key(f"agent({name!r})").key("options")
         spec = AgentSpec(
             name=name,
             machine=machine or name,
             session=session,
             user=user,
             root=machine or name,
-            options=options,
+            options=check_agent_options(options, where),
         )
         hub.add_agent(spec)
         hub.start(name)

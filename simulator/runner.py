@@ -14,7 +14,7 @@ import hashlib
 import shlex
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from tetherbed.simulator.client import ScenarioClient
 from tetherbed.simulator.history import History, Record
 from tetherbed.simulator.reports.results import overall_verdict
 from tetherbed.simulator.scenario import ClientSpec, Scenario, Step
+from tetherbed.simulator.stop_signals import Interrupted, StopSignals
 from tetherbed.simulator.targets import Target
 from tetherbed.simulator.wiretap import records as wire
 
@@ -52,6 +53,8 @@ class RunOutcome:
     error: str | None
     step_failure: str | None
     seconds: float
+    #: A SIGTERM or SIGINT stopped it before its end.
+    interrupted: bool = False
     #: Reference-only steps skipped because a part under test is a third party.
     not_applicable: list[str] = field(default_factory=list)
     #: Unknown verdicts count as failures (`--strict`).
@@ -100,11 +103,17 @@ def run_scenario(
     backend_name: str,
     seed: int,
     workdir: Path,
+    stop: StopSignals | None = None,
     *,
     target: Target | None = None,
     strict: bool = False,
 ) -> RunOutcome:
-    """Run one scenario against `target` (Tetherbed's own parts by default)."""
+    """Run one scenario against `target` (Tetherbed's own parts by default), then
+    judge: the checkers see whatever was recorded, even after an error.
+
+    With `stop`, a SIGTERM or SIGINT ends the run early: the backend's teardown
+    stops every part it started and the outcome says it was interrupted.
+    """
     factory = backend_factory(backend_name)
     if target is None or target.is_reference:
         backend = factory(scenario, workdir, seed)
@@ -113,10 +122,14 @@ def run_scenario(
     started = time.monotonic()
     runner = ScenarioRunner(scenario, backend)
     error: str | None = None
+    interrupted = False
     try:
-        backend.run(runner.main())
-    except Exception:
-        error = traceback.format_exc(limit=8)
+        backend.run(runner.main() if stop is None else stop.guard(runner.main()))
+    except Interrupted as exc:
+        interrupted = True
+        error = f"{exc}: the run was cut short and every part it started was stopped"
+    except Exception as exc:
+        error = describe_error(exc)
     # Events read back from process logs arrive late: order everything by time.
     history = History.merged(backend.recorder.history)
     verdicts = run_checkers(history, list(scenario.checkers), checker_options(scenario))
@@ -129,9 +142,17 @@ def run_scenario(
         error=error or runner.error,
         step_failure=runner.step_failure,
         seconds=time.monotonic() - started,
+        interrupted=interrupted,
         not_applicable=runner.not_applicable,
         strict=strict,
     )
+
+
+def describe_error(exc: BaseException) -> str:
+    """The error's message on the first line (what a terminal shows), then its
+    traceback (what the report keeps for whoever debugs it)."""
+    trace = "".join(traceback.format_exception(exc, limit=8))
+    return f"{type(exc).__name__}: {exc}\n\n{trace}"
 
 
 def checker_options(scenario: Scenario) -> dict[str, dict[str, Any]]:
@@ -181,7 +202,7 @@ class ScenarioRunner:
             await self._drain()
             self.record_final_files()
         finally:
-            await self.close()
+            await _to_the_end(self.close())
 
     def add_client(self, spec: ClientSpec) -> None:
         self.clients[spec.name] = ScenarioClient(
@@ -568,6 +589,22 @@ def holds(actual: Any, wanted: Any) -> bool:
             return False
         return all(key in actual and holds(actual[key], value) for key, value in wanted.items())
     return actual == wanted
+
+
+async def _to_the_end(closing: Coroutine[Any, Any, None]) -> None:
+    """Finish tearing down even if the run is cancelled meanwhile (a signal):
+    stopping half the parts would leave the rest running. The cancellation
+    is passed on once everything is stopped."""
+    task = asyncio.ensure_future(closing)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    task.result()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def _text(value: Any) -> str:

@@ -27,7 +27,12 @@ from typing import Any, TypeVar
 from tetherbed.simulator.backends.base import Backend, NodeState
 from tetherbed.simulator.checkers import Verdict, run_checkers
 from tetherbed.simulator.history import History, Record
-from tetherbed.simulator.runner import ScenarioRunner, backend_factory, checker_options
+from tetherbed.simulator.runner import (
+    DEFAULT_WITHIN,
+    ScenarioRunner,
+    backend_factory,
+    checker_options,
+)
 from tetherbed.simulator.scenario import (
     DEFAULT_CHECKERS,
     AgentSpec,
@@ -36,7 +41,10 @@ from tetherbed.simulator.scenario import (
     Scenario,
     Step,
     Topology,
+    check_step,
+    check_topology,
 )
+from tetherbed.simulator.validation import Where
 
 T = TypeVar("T")
 
@@ -94,7 +102,10 @@ class Testbed:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def _step(self, kind: str, args: Any = None) -> None:
-        step = Step(next(self._steps), kind, args)
+        index = next(self._steps)
+        where = Where(self.scenario.name).at_step(index, kind)
+        args = check_step(kind, args, self.scenario.topology, self.backend.name, where)
+        step = Step(index, kind, args)
         self._runner.begin_step(step)
         self._call(self._runner.run_step(step))
 
@@ -149,7 +160,7 @@ class Testbed:
         self._step("expect", conditions)
 
     def request(
-        self, client: str, kind: str, payload: dict[str, Any], *, within: float = 30.0
+        self, client: str, kind: str, payload: dict[str, Any], *, within: float = DEFAULT_WITHIN
     ) -> Record:
         """Send and wait for the completion record (ok, fail or info)."""
         request_id = self.send(client, kind, payload)
@@ -212,12 +223,10 @@ def topology(
     agents: dict[str, dict[str, Any]] | None = None,
     clients: dict[str, dict[str, Any]] | None = None,
 ) -> Topology:
-    """A topology from plain dicts, the same shape as in scenario files."""
-    from tetherbed.simulator.scenario import _topology
-
-    return _topology(
+    """A topology from plain dicts, the same shape (and checks) as in scenario files."""
+    return check_topology(
         {"hub": {"options": hub or {}}, "agents": agents or {}, "clients": clients or {}},
-        "topology",
+        Where("topology()"),
     )
 
 

@@ -15,6 +15,9 @@ import subprocess
 
 import pytest
 
+#: `pytester` runs a small suite in-process (the pytest plugin's own tests).
+pytest_plugins = ["pytester"]
+
 
 @functools.cache
 def docker_engine_answers() -> bool:

@@ -8,9 +8,16 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tetherbed import __version__
+from tetherbed.agent.config import AGENT_DEFECTS
+from tetherbed.hub.config import HUB_DEFECTS, OwnershipPolicy
 from tetherbed.runtime import event_loop
+from tetherbed.wire.version import CURRENT_TEXT
+
+if TYPE_CHECKING:
+    from tetherbed.hub.dsh.config import DshConfig
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -34,19 +41,35 @@ def _positive_float(text: str) -> float:
     return value
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _log_level(parser: argparse.ArgumentParser, default: str = argparse.SUPPRESS) -> None:
+    """`--log-level`, before the subcommand or after it (where people put it)."""
+    parser.add_argument("--log-level", default=default, choices=LOG_LEVELS, help="default: INFO")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every subcommand's parser takes `--log-level` too."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        if self.add_help:  # the pass-through stubs (run, native, proxy) parse their own
+            _log_level(self)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tetherbed", description=__doc__)
     parser.add_argument("--version", action="version", version=f"tetherbed {__version__}")
-    parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+    _log_level(parser, default="INFO")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     hub = commands.add_parser("hub", help="run the hub, or manage its state")
     hub.add_argument("--listen", type=_host_port, default=("127.0.0.1", 8765))
-    hub.add_argument("--protocol-version", default="1.1", help=argparse.SUPPRESS)
+    hub.add_argument("--protocol-version", default=CURRENT_TEXT, help=argparse.SUPPRESS)
     hub.add_argument("--state", help="directory for the hub's SQLite state (required)")
     _hub_limits(hub)
+    _dsh_hub_options(hub)
     hub_commands = hub.add_subparsers(dest="hub_command")
     token = hub_commands.add_parser("token", help="bearer tokens")
     token_commands = token.add_subparsers(dest="token_command", required=True)
@@ -67,6 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--token", default=None, help="client token (default: $TETHERBED_CLIENT_TOKEN)"
     )
     revoke.add_argument("session_id")
+    wait = session_commands.add_parser(
+        "wait", help="wait until an agent serves a session on a running hub (for scripts)"
+    )
+    wait.add_argument("--hub", required=True, help="hub base URL")
+    wait.add_argument(
+        "--token", default=None, help="client token (default: $TETHERBED_CLIENT_TOKEN)"
+    )
+    wait.add_argument("--timeout", type=_positive_float, default=30.0, help="seconds (30)")
+    wait.add_argument("session_id")
 
     agent = commands.add_parser(
         "agent",
@@ -74,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Without --session-id the agent runs in control mode: it opens the "
         "machine's control connection and starts a child agent per activated session.",
     )
+    _dsh_agent_transport(agent)
     agent.add_argument("--hub", help="hub base URL, e.g. ws://127.0.0.1:8765 (required)")
     agent.add_argument(
         "--token", default=None, help="agent bearer token (default: $TETHERBED_AGENT_TOKEN)"
@@ -117,12 +150,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="let CLIPBOARD_READ return text the agent itself wrote in the last 30 s",
     )
     agent.add_argument("--journal", default=None, help="write agent events as JSONL here")
-    agent.add_argument("--protocol-version", default="1.1", help=argparse.SUPPRESS)
+    agent.add_argument(
+        "--strict-wire",
+        action="store_true",
+        help="strict profile: imitate the public reference shim, which drops without an answer "
+        "any request with a field the spec does not name or a value of the wrong type "
+        "(for testing platforms; the spec itself says every request gets a response)",
+    )
+    agent.add_argument("--protocol-version", default=CURRENT_TEXT, help=argparse.SUPPRESS)
     agent.add_argument(
         "--defect",
         action="append",
         default=[],
-        choices=["ignore_fatal_close", "reconnect_immediately", "lose_writes"],
+        choices=sorted(AGENT_DEFECTS),
         help="enable a deliberate bug, to prove a checker catches it (docs/scenarios.md)",
     )
     agent_commands = agent.add_subparsers(dest="agent_command")
@@ -133,10 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--state-dir", dest="verify_state_dir", default=None)
     verify.add_argument("--key-file", default=None)
 
-    demo = commands.add_parser(
-        "demo", help="run the shipped scenarios on sim and process (--tour: a client tour)"
+    commands.add_parser(
+        "demo",
+        help="the shipped scenarios on sim, one on real processes (--full: all; --tour: a "
+        "client tour)",
+        add_help=False,
     )
-    demo.add_argument("--tour", action="store_true", help="tour a hub and an agent instead")
     commands.add_parser("run", help="run scenarios on a backend and check them", add_help=False)
     commands.add_parser(
         "native",
@@ -171,7 +213,7 @@ def _hub_limits(parser: argparse.ArgumentParser) -> None:
         "--defect",
         action="append",
         default=[],
-        choices=["retry_non_idempotent", "orphan_on_disconnect", "shared_ids"],
+        choices=sorted(HUB_DEFECTS),
         help="enable a deliberate bug, to prove a checker catches it (docs/scenarios.md)",
     )
     parser.add_argument(
@@ -181,30 +223,50 @@ def _hub_limits(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--ownership",
-        choices=["reference", "evict-old", "last-write-wins"],
-        default="reference",
+        choices=[policy.value for policy in OwnershipPolicy],
+        default=OwnershipPolicy.REFERENCE.value,
         help="how a second agent claiming a session is handled (docs/spec-notes.md)",
     )
 
 
+def _leading_log_level(argv: list[str]) -> tuple[list[str], list[str]]:
+    """`tetherbed --log-level X CMD ...`: the option, and the rest."""
+    if argv[:1] == ["--log-level"] and len(argv) > 1:
+        return argv[:2], argv[2:]
+    if argv and argv[0].startswith("--log-level="):
+        return ["--log-level", argv[0].split("=", 1)[1]], argv[1:]
+    return [], argv
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["proxy"]:
+    level, rest = _leading_log_level(argv)
+    dsh_agent = _dsh_agent_argv(rest)
+    if dsh_agent is not None:
+        from tetherbed.agent.dsh.cli import main as dsh_agent_main
+
+        return dsh_agent_main(dsh_agent)
+    # These parse their own arguments (after the subcommand, the option is theirs).
+    if rest[:1] == ["proxy"]:
         from tetherbed.simulator.proxy.cli import main as proxy_main
 
-        return proxy_main(argv[1:])
-    if argv[:1] == ["run"]:
+        return proxy_main([*level, *rest[1:]])
+    if rest[:1] == ["run"]:
         from tetherbed.simulator.cli import main as run_main
 
-        return run_main(argv[1:])
-    if argv[:2] == ["native", "device"]:
+        return run_main([*level, *rest[1:]])
+    if rest[:2] == ["native", "device"]:
         from tetherbed.agent.native.main import main_device
 
-        return main_device(argv[2:])
-    if argv[:1] == ["native"]:
+        return main_device(rest[2:])
+    if rest[:1] == ["demo"]:
+        from tetherbed.demo import main as demo_main
+
+        return demo_main([*level, *rest[1:]])
+    if rest[:1] == ["native"]:
         from tetherbed.agent.native.main import main as native_main
 
-        return native_main(argv[1:])
+        return native_main([*level, *rest[1:]])
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level,
@@ -215,19 +277,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _hub(args)
     if args.command == "agent":
         return _agent(args)
-    if args.command == "demo":
-        from tetherbed.demo import main as demo_main
-
-        return demo_main(["--tour"] if args.tour else [])
     raise AssertionError(args.command)
 
 
 def _hub(args: argparse.Namespace) -> int:
-    from tetherbed.hub.config import HubConfig, OwnershipPolicy
+    from tetherbed.hub.config import HubConfig
     from tetherbed.hub.store import HubStore
 
     if args.hub_command == "session" and args.session_command == "revoke":
         return _revoke(args)
+    if args.hub_command == "session" and args.session_command == "wait":
+        return _wait(args)
     if not args.state:
         print("tetherbed hub: --state DIR is required", file=sys.stderr)
         return 2
@@ -238,7 +298,7 @@ def _hub(args: argparse.Namespace) -> int:
     if args.hub_command == "session":
         print(store.create_session(args.user).session_id)
         return 0
-    from tetherbed.hub.server import serve
+    from tetherbed.hub.server import CannotListen, serve
 
     config = HubConfig(
         ownership=OwnershipPolicy(args.ownership),
@@ -258,8 +318,17 @@ def _hub(args: argparse.Namespace) -> int:
         value = getattr(args, option)
         if value is not None:
             setattr(config, field, value)
+    try:
+        config.dsh = _dsh_config(args)
+    except ValueError as exc:
+        print(f"tetherbed hub: {exc}", file=sys.stderr)
+        return 2
     host, port = args.listen
-    event_loop.run(serve(config, store, host, port, events=args.events))
+    try:
+        event_loop.run(serve(config, store, host, port, events=args.events))
+    except CannotListen as exc:
+        print(f"tetherbed hub: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -287,6 +356,32 @@ def _revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _wait(args: argparse.Namespace) -> int:
+    import os
+
+    from tetherbed.client.admin import HubAdmin, HubError
+
+    token = args.token or os.environ.get("TETHERBED_CLIENT_TOKEN")
+    if not token:
+        print("tetherbed hub session wait: --token or $TETHERBED_CLIENT_TOKEN", file=sys.stderr)
+        return 2
+
+    async def wait() -> dict:
+        async with HubAdmin(args.hub, token) as admin:
+            return await admin.wait_connected(args.session_id, args.timeout)
+
+    try:
+        session = asyncio.run(wait())
+    except TimeoutError as exc:
+        print(f"tetherbed hub session wait: {exc}", file=sys.stderr)
+        return 1
+    except HubError as exc:
+        print(f"tetherbed hub session wait: {exc.code}: {exc.message}", file=sys.stderr)
+        return 1
+    print(f"{args.session_id}: an agent is connected (machine {session.get('machine_id')})")
+    return 0
+
+
 def _agent(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
@@ -302,7 +397,7 @@ def _agent(args: argparse.Namespace) -> int:
         return verify_main(argv)
 
     from tetherbed.agent.audit.log import AuditLogError
-    from tetherbed.agent.config import AgentConfig, Limits
+    from tetherbed.agent.config import AgentConfig, Limits, hub_url_problem
     from tetherbed.agent.runtime import AgentRuntime
     from tetherbed.runtime.websocket_transport import connect_websocket
 
@@ -313,6 +408,9 @@ def _agent(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get("TETHERBED_AGENT_TOKEN")
     if not args.hub:
         return usage("--hub URL is required")
+    problem = hub_url_problem(args.hub)
+    if problem:
+        return usage(f"--hub {problem}")
     if not token:
         return usage("--token or $TETHERBED_AGENT_TOKEN is required")
     if args.session_id:
@@ -362,6 +460,7 @@ def _agent(args: argparse.Namespace) -> int:
         serial_ports=serial_ports,
         display=args.display,
         clipboard_read_own=args.clipboard_read_own,
+        strict_wire=args.strict_wire,
     )
 
     async def run() -> int:
@@ -386,6 +485,95 @@ def _agent(args: argparse.Namespace) -> int:
         return int(stop.exit_code)
 
     return event_loop.run(run())
+
+
+# === dsh-computers (hub/dsh, agent/dsh) ==========================================
+
+
+def _dsh_agent_transport(agent: argparse.ArgumentParser) -> None:
+    agent.add_argument(
+        "--transport",
+        choices=["websocket", "sse"],
+        default="websocket",
+        help="websocket: the local-executor agent (the options below); sse: the "
+        "dsh-computers agent, `tetherbed agent --transport sse {enroll,run,status,service}` "
+        "(see `tetherbed agent --transport sse --help`)",
+    )
+
+
+def _dsh_agent_argv(argv: list[str]) -> list[str] | None:
+    """The dsh agent's own arguments when argv is `agent --transport sse ...`."""
+    if argv[:1] != ["agent"]:
+        return None
+    rest = argv[1:]
+    for index, item in enumerate(rest):
+        if item == "--transport" and index + 1 < len(rest):
+            if rest[index + 1] != "sse":
+                return None
+            return rest[:index] + rest[index + 2 :]
+        if item.startswith("--transport="):
+            if item.partition("=")[2] != "sse":
+                return None
+            return rest[:index] + rest[index + 1 :]
+    return None
+
+
+def _dsh_hub_options(hub: argparse.ArgumentParser) -> None:
+    from tetherbed.hub.dsh.config import DSH_HUB_DEFECTS
+
+    group = hub.add_argument_group("dsh-computers (SSE agents, /api/dsh-computers)")
+    group.add_argument(
+        "--public-url",
+        default="",
+        help="the address machines reach this hub at, used in install commands "
+        "(default: the address each request arrived on; never a request header)",
+    )
+    group.add_argument(
+        "--dsh-role",
+        choices=["hub", "runtime", "both"],
+        default="both",
+        help="serve machines (hub), be a machine of another hub (runtime), or both",
+    )
+    group.add_argument("--dsh-key-ttl-minutes", type=_positive_float, default=None)
+    group.add_argument("--dsh-heartbeat-ms", type=_positive_int, default=None)
+    group.add_argument("--dsh-exec-timeout-ms", type=_positive_int, default=None)
+    group.add_argument(
+        "--dsh-no-promote-on-timeout",
+        action="store_true",
+        help="cancel a foreground command at its timeout instead of making it a background job",
+    )
+    group.add_argument("--dsh-min-agent-version", default=None)
+    group.add_argument("--dsh-exec-disabled", action="store_true", help="refuse computer_exec")
+    group.add_argument(
+        "--dsh-defect",
+        action="append",
+        default=[],
+        choices=sorted(DSH_HUB_DEFECTS),
+        help="enable a deliberate bug, to prove a conformance case catches it",
+    )
+
+
+def _dsh_config(args: argparse.Namespace) -> DshConfig:
+    from tetherbed.hub.dsh.config import DshConfig
+
+    config = DshConfig(
+        public_url=args.public_url,
+        role=args.dsh_role,
+        promote_on_timeout=not args.dsh_no_promote_on_timeout,
+        exec_enabled=not args.dsh_exec_disabled,
+        state_dir=str(args.state),
+        defects=frozenset(args.dsh_defect),
+    )
+    for option, field in [
+        ("dsh_key_ttl_minutes", "key_ttl_minutes"),
+        ("dsh_heartbeat_ms", "heartbeat_ms"),
+        ("dsh_exec_timeout_ms", "exec_timeout_ms"),
+        ("dsh_min_agent_version", "min_agent_version"),
+    ]:
+        value = getattr(args, option)
+        if value is not None:
+            setattr(config, field, value)
+    return config
 
 
 if __name__ == "__main__":

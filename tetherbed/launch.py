@@ -240,3 +240,41 @@ def start_control_agent(
     if enable_shell:
         argv.append("--enable-shell")
     return spawn_tetherbed(name, [*argv, *(args or [])], env={"TETHERBED_AGENT_TOKEN": token})
+
+
+# === dsh-computers agents (agent/dsh) ===========================================
+
+
+def dsh_agent_command(home: Path, *args: str) -> list[str]:
+    """`python -m tetherbed agent --transport sse --home HOME ARGS`."""
+    return [
+        sys.executable,
+        "-m",
+        "tetherbed",
+        "agent",
+        "--transport",
+        "sse",
+        "--home",
+        str(home),
+        *args,
+    ]
+
+
+def enroll_dsh_agent(server: str, key: str, home: Path, *, name: str | None = None) -> str:
+    """Run `enroll` (which proves the round trip); its output, or RuntimeError."""
+    argv = dsh_agent_command(home, "enroll", "--server", server, "--key", key)
+    if name:
+        argv += ["--name", name]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"enroll failed ({done.returncode}): {done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def start_dsh_agent(
+    home: Path, *, args: list[str] | None = None, name: str = "dsh-agent"
+) -> ManagedProcess:
+    """`run` for an enrolled home, in its own process group."""
+    return spawn_tetherbed(
+        name, ["agent", "--transport", "sse", "--home", str(home), "run", *(args or [])]
+    )

@@ -81,12 +81,8 @@ class CloseCode(IntEnum):
     SESSION_REVOKED = 4428
     PLATFORM_SHUTDOWN = 4429
 
-    @property
-    def is_fatal(self) -> bool:
-        """Whether an agent must stop reconnecting after receiving this code."""
-        return self in FATAL_CLOSE_CODES
 
-
+#: The codes after which the shim must not reconnect without an operator.
 FATAL_CLOSE_CODES = frozenset(
     {
         CloseCode.PROTOCOL_VERSION_MISMATCH,
@@ -96,7 +92,13 @@ FATAL_CLOSE_CODES = frozenset(
     }
 )
 
+#: Not the spec's: Tetherbed's agents exit with the fatal close code minus this
+#: (26-29), so a script, and a checker that cannot see an agent's wire, can tell
+#: the causes apart. Kept here because the agent and the checkers both need it.
+FATAL_EXIT_OFFSET = 4400
+FATAL_EXIT_CODES = frozenset(code - FATAL_EXIT_OFFSET for code in FATAL_CLOSE_CODES)
+
 
 def is_fatal_close(code: int | None) -> bool:
     """True for 4426-4429, the codes after which the shim must not reconnect."""
-    return code is not None and 4426 <= code <= 4429
+    return code in FATAL_CLOSE_CODES

@@ -133,7 +133,3 @@ def reframe(
             envelope.payload,
         )
     )
-
-
-def encode_payload(payload: Payload) -> bytes:
-    return _encoder.encode(payload)

@@ -249,8 +249,6 @@ class FileContents(Payload, kw_only=True):
     encoding: Encoding
     size_bytes: int
     truncated: bool
-    #: Extension: size of the whole file, so a caller can page through it.
-    total_size_bytes: int | None = None
 
 
 class FileWrite(Payload, kw_only=True):

@@ -559,7 +559,8 @@ def check_frame(data: bytes | str, *, from_shim: bool) -> StrictEnvelope:
         kind = MessageType(envelope.type)
     except ValueError:
         raise StrictViolation(f"unknown message type {envelope.type!r}") from None
-    if not from_shim and envelope.pending_capacity is not UNSET:
+    if not from_shim and envelope.pending_capacity not in (UNSET, None):
+        # "omitted (or null) on platform-to-shim requests"
         raise StrictViolation("pending_capacity on a platform frame")
     payload = check_payload(kind, envelope.payload)
     if from_shim and isinstance(payload, ErrorPayload) and payload.code not in SPEC_ERROR_CODES:

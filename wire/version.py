@@ -28,8 +28,12 @@ class ProtocolVersion:
         return f"{self.major}.{self.minor}"
 
 
-#: The highest version this implementation speaks, on both sides.
+#: The highest version this implementation speaks, on both sides (spec:
+#: `autogpt_local_executor.protocol.VERSION`). The control connection's
+#: HELLO_ACK must carry exactly this version too.
 CURRENT = ProtocolVersion(1, 1)
+#: The same, as it travels in `version` and `protocol_version` fields.
+CURRENT_TEXT = str(CURRENT)
 
 
 class VersionMismatch(Exception):

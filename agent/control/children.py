@@ -62,6 +62,8 @@ def child_argv(spec: ChildSpec, command: Sequence[str]) -> list[str]:
         argv.append(f"--machine-id={config.machine_id}")
     if config.state_dir:
         argv.append(f"--state-dir={config.state_dir}")
+    if config.strict_wire:
+        argv.append("--strict-wire")
     for port, description in config.serial_ports:
         argv.append(f"--serial-port={port}={description}")
     argv += [

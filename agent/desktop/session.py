@@ -56,9 +56,6 @@ class DesktopSession:
                 self._clipboard = ClipboardOwner(self.display)
             return self._clipboard
 
-    def input_if_open(self) -> InputDriver | None:
-        return self._input
-
     def release_all(self) -> None:
         """Release held buttons and keys, if input was ever used."""
         driver = self._input

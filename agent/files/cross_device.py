@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import stat
 
-from tetherbed.agent.files.atomic import temp_name, write_all
+from tetherbed.agent.files.atomic import write_all
 from tetherbed.agent.files.delete import remove_entry
 from tetherbed.agent.files.rename import rename_entry
+from tetherbed.agent.temporaries import TemporaryLedger, temp_name
 from tetherbed.wire.codes import ExtensionCode
 from tetherbed.wire.errors import ProtocolError
 
@@ -79,17 +80,29 @@ def copy_entry(src_dir_fd: int, name: str, dst_dir_fd: int, new_name: str) -> No
 
 
 def move_across_devices(
-    src_dir_fd: int, src: str, dst_dir_fd: int, dst: str, *, replace: bool
+    src_dir_fd: int,
+    src: str,
+    dst_dir_fd: int,
+    dst: str,
+    *,
+    replace: bool,
+    dst_directory: str,
+    ledger: TemporaryLedger,
 ) -> None:
-    """Copy `src` to a temp name beside `dst`, rename it into place, then delete `src`."""
+    """Copy `src` to a temp name beside `dst`, rename it into place, then delete `src`.
+
+    The copy is in the ledger while it has its temp name, so a copy cut short
+    by a crash is removed when the next agent starts.
+    """
     temp = temp_name()
-    try:
-        copy_entry(src_dir_fd, src, dst_dir_fd, temp)
-        rename_entry(dst_dir_fd, temp, dst_dir_fd, dst, replace=replace)
-    except BaseException:
+    with ledger.holding(dst_directory, temp):
         try:
-            remove_entry(dst_dir_fd, temp, recursive=True)
-        except FileNotFoundError:
-            pass
-        raise
+            copy_entry(src_dir_fd, src, dst_dir_fd, temp)
+            rename_entry(dst_dir_fd, temp, dst_dir_fd, dst, replace=replace)
+        except BaseException:
+            try:
+                remove_entry(dst_dir_fd, temp, recursive=True)
+            except FileNotFoundError:
+                pass
+            raise
     remove_entry(src_dir_fd, src, recursive=True)

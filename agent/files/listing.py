@@ -121,7 +121,7 @@ def list_directory(request: FileList, jail: PathJail, limits: Limits) -> FileLis
         raise ProtocolError(ExtensionCode.INVALID_MESSAGE, "glob must not be empty; use null")
     cap = min(request.max_entries, wire_limits.DEFAULT_LIST_MAX_ENTRIES)
     path = jail.resolve_existing(request.path)
-    if not stat.S_ISDIR(jail.lstat_entry(path, request.path).st_mode):
+    if not stat.S_ISDIR(jail.lstat_resolved(path, request.path).st_mode):
         raise ProtocolError(
             ExtensionCode.NOT_A_DIRECTORY,
             f"{request.path}: not a directory, cannot be listed",

@@ -8,7 +8,7 @@ import os
 from tetherbed.agent.config import Limits
 from tetherbed.agent.files.cross_device import move_across_devices
 from tetherbed.agent.files.rename import rename_entry
-from tetherbed.agent.path_jail import PathJail, protocol_error_from_os_error
+from tetherbed.agent.path_jail import CreateTarget, PathJail, protocol_error_from_os_error
 from tetherbed.wire.codes import ErrorCode, ExtensionCode
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import Ack, FileMove
@@ -64,7 +64,7 @@ def move_path(request: FileMove, jail: PathJail, limits: Limits) -> Ack:
     with jail.opened_parent(src, request.src) as (src_dir_fd, src_name):
         dst_dir_fd = jail.open_parent_for_create(dst)
         try:
-            _move(src_dir_fd, src_name, dst_dir_fd, dst.name, request)
+            _move(src_dir_fd, src_name, dst_dir_fd, dst, request=request, jail=jail)
         except OSError as exc:
             raise _rename_error(exc, request) from exc
         finally:
@@ -72,7 +72,16 @@ def move_path(request: FileMove, jail: PathJail, limits: Limits) -> Ack:
     return Ack(ok=True)
 
 
-def _move(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str, request: FileMove) -> None:
+def _move(
+    src_dir_fd: int,
+    src: str,
+    dst_dir_fd: int,
+    target: CreateTarget,
+    *,
+    request: FileMove,
+    jail: PathJail,
+) -> None:
+    dst = target.name
     if request.overwrite and _same_file_under_two_names(src_dir_fd, src, dst_dir_fd, dst):
         # rename() between two hard links of one file does nothing; finish the move.
         os.unlink(src, dir_fd=src_dir_fd)
@@ -82,7 +91,15 @@ def _move(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str, request: FileMov
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
-        move_across_devices(src_dir_fd, src, dst_dir_fd, dst, replace=request.overwrite)
+        move_across_devices(
+            src_dir_fd,
+            src,
+            dst_dir_fd,
+            dst,
+            replace=request.overwrite,
+            dst_directory=os.path.dirname(target.path),
+            ledger=jail.temporaries,
+        )
 
 
 def _same_file_under_two_names(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str) -> bool:

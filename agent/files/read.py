@@ -59,7 +59,7 @@ def read_file(request: FileRead, jail: PathJail, limits: Limits) -> FileContents
     if request.length is not None and request.length > limit:
         raise too_large(request.path, request.length, limit, "requested range")
     path = jail.resolve_existing(request.path)
-    require_regular_file(jail.lstat_entry(path, request.path), request.path)
+    require_regular_file(jail.lstat_resolved(path, request.path), request.path)
     fd = jail.open_entry(path, request.path, _READ_FLAGS)
     try:
         with os_errors_as_protocol_errors(request.path):
@@ -81,5 +81,4 @@ def read_file(request: FileRead, jail: PathJail, limits: Limits) -> FileContents
         encoding=request.encoding,
         size_bytes=len(data),
         truncated=request.offset + len(data) < size,
-        total_size_bytes=size,
     )

@@ -44,7 +44,13 @@ def write_file(request: FileWrite, jail: PathJail, limits: Limits) -> Ack:
             current = _lstat_or_none(dir_fd, target.name)
             if current is not None and stat.S_ISDIR(current.st_mode):
                 raise not_a_file(request.path)
-            replace_file(dir_fd, target.name, data)
+            replace_file(
+                dir_fd,
+                target.name,
+                data,
+                directory=os.path.dirname(target.path),
+                ledger=jail.temporaries,
+            )
     finally:
         os.close(dir_fd)
     return Ack(ok=True)

@@ -4,6 +4,13 @@ Every admitted request runs as its own task, so a slow screenshot never holds up
 `status`; responses go out as tasks finish (out of order, correlated by id). A
 request that cannot be parsed is answered at once, with `"id": null` when its id
 cannot be read. `cancel` is answered here because the tasks live here.
+
+At most `MAX_IN_FLIGHT` requests run (or wait to be sent) at once. `on_line`
+waits for a free slot before it starts another, and the stdin reader waits for
+`on_line`, so a caller that never reads stdout stops the adapter reading stdin:
+memory stays bounded (the output queue's 8 MiB, plus at most `MAX_IN_FLIGHT`
+answers of at most 4 MiB) whatever the caller sends. Lines are taken in order,
+so with every slot busy a later line (a `cancel` too) waits for one to free up.
 """
 
 from __future__ import annotations
@@ -26,13 +33,23 @@ from tetherbed.agent.native.protocol import Request, RequestTracker
 
 log = logging.getLogger(__name__)
 
+#: Requests running or waiting to be sent at once (see the module docstring).
+MAX_IN_FLIGHT = 32
+
 
 class Dispatcher:
-    def __init__(self, adapter: Any, send: Callable[[bytes], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        adapter: Any,
+        send: Callable[[bytes], Awaitable[None]],
+        *,
+        max_in_flight: int = MAX_IN_FLIGHT,
+    ) -> None:
         self._adapter = adapter
         self._send = send
         self._tracker = RequestTracker()
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._slots = asyncio.Semaphore(max_in_flight)
         self._closing = False
 
     @property
@@ -59,7 +76,17 @@ class Dispatcher:
             cancelled = self.cancel(request.args["request_id"])
             await self._send(encode_ok(request.id, {"cancelled": cancelled}))
             return
-        self._tasks[request.id] = asyncio.create_task(self._run(request))
+        await self._slots.acquire()  # backpressure: the reader waits here
+        if self._closing:
+            self._slots.release()
+            self._tracker.finish(request.id)
+            await self._send(encode_error(request.id, NativeError(Code.SHUTTING_DOWN)))
+            return
+        task = asyncio.create_task(self._run(request))
+        self._tasks[request.id] = task
+        # A callback, not a `finally` in _run: a task cancelled before its
+        # first step never runs its body, yet its slot must come back.
+        task.add_done_callback(lambda _, rid=request.id: self._finished(rid))
 
     async def on_oversized(self) -> None:
         error = NativeError(
@@ -79,6 +106,15 @@ class Dispatcher:
         return self._tasks.get(request_id)
 
     async def _run(self, request: Request) -> None:
+        await self._send(await self._answer(request))
+
+    def _finished(self, request_id: int) -> None:
+        self._tracker.finish(request_id)
+        self._tasks.pop(request_id, None)
+        self._slots.release()
+
+    async def _answer(self, request: Request) -> bytes:
+        """The encoded answer (a cancellation by `close` propagates: nobody waits)."""
         try:
             result = await self._adapter.handle(request)
             data = encode_ok(request.id, result)
@@ -97,10 +133,7 @@ class Dispatcher:
             data = encode_error(request.id, NativeError(Code.INTERNAL_ERROR, "internal error"))
         finally:
             self._tracker.finish(request.id)
-        try:
-            await self._send(data)
-        finally:
-            self._tasks.pop(request.id, None)
+        return data
 
     async def close(self) -> None:
         """Stop accepting; cancel what still runs (the process is ending)."""

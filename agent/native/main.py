@@ -51,19 +51,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=_port, help="rendezvous port (reported)")
     parser.add_argument("--quality", choices=sorted(PRESETS), default=DEFAULT)
     parser.add_argument("--log-dir", help="existing directory for the adapter's log file")
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="what reaches stderr (the log file gets INFO and up)",
+    )
     return parser
 
 
-def _logging(log_dir: str | None) -> None:
+def _logging(log_dir: str | None, level: str = "WARNING") -> None:
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
-    handlers[0].setLevel(logging.WARNING)
+    handlers[0].setLevel(level)
     if log_dir is not None:
         path = os.path.join(log_dir, f"native-{os.getpid()}.log")
         file_handler = logging.FileHandler(path, encoding="utf-8")
         file_handler.setLevel(logging.INFO)
         handlers.append(file_handler)
     logging.basicConfig(
-        level=logging.INFO,
+        level=min(logging.getLevelName(level), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         handlers=handlers,
         force=True,
@@ -82,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out_fd = os.dup(1)
     sys.stdout.flush()
     os.dup2(2, 1)
-    _logging(args.log_dir)
+    _logging(args.log_dir, args.log_level)
 
     from tetherbed.agent.native.adapter import Options
     from tetherbed.agent.native.devices import default_registry_path

@@ -5,6 +5,11 @@ in turn stops the stdin reader (backpressure instead of memory growth). A writer
 thread writes in 64 KiB slices and records progress; when the pipe accepts nothing
 for 10 s while output waits, `on_stall` ends the process, as the spec demands.
 Blocking writes on a thread work for pipes, files and terminals alike.
+
+When the caller closes its end of stdout, `on_closed` is called: at the first
+write that fails (EPIPE), or, with nothing to write, when the watchdog sees the
+descriptor report an error (a pipe whose reader is gone polls POLLERR). The
+adapter then ends as on EOF: nobody can receive an answer any more.
 """
 
 from __future__ import annotations
@@ -13,11 +18,14 @@ import asyncio
 import collections
 import contextlib
 import os
+import select
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+#: How often the watchdog looks at progress and at the descriptor.
+WATCH_SECONDS = 0.5
 MAX_MESSAGES = 64
 MAX_BYTES = 8 * 1024 * 1024
 STALL_SECONDS = 10.0
@@ -53,11 +61,14 @@ class OutputQueue:
         fd: int,
         *,
         on_stall: Callable[[], None],
+        on_closed: Callable[[], None] = lambda: None,
         stall_seconds: float = STALL_SECONDS,
         budget: OutputBudget | None = None,
     ) -> None:
         self._fd = fd
         self._on_stall = on_stall
+        self._on_closed = on_closed
+        self._reader_gone = _reader_probe(fd)
         self._stall_seconds = stall_seconds
         self._budget = budget or OutputBudget()
         self._queue: collections.deque[bytes] = collections.deque()
@@ -146,9 +157,25 @@ class OutputQueue:
 
     async def _watch(self) -> None:
         while True:
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(WATCH_SECONDS)
             with self._cond:
                 waiting = bool(self._queue) or self._writing
+                broken = self._broken
+            if broken or self._reader_gone():
+                self._on_closed()
+                return
             if waiting and time.monotonic() - self.last_progress > self._stall_seconds:
                 self._on_stall()
                 return
+
+
+def _reader_probe(fd: int) -> Callable[[], bool]:
+    """A check, cheap and non-blocking, of whether the other end of `fd` is gone."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    gone = select.POLLERR | select.POLLHUP | select.POLLNVAL
+
+    def reader_gone() -> bool:
+        return any(events & gone for _, events in poller.poll(0))
+
+    return reader_gone

@@ -3,9 +3,9 @@
 Threads do the blocking reads (stdin, the credential descriptor) and writes
 (`output.OutputQueue`); everything else runs on the owner loop. The reader hands
 each chunk to the loop and waits for it to be dispatched, so a full output queue
-stops reading instead of growing memory. EOF, SIGTERM/SIGINT, `exit` and a stalled
-output pipe all end in the same shutdown: cancel requests, disconnect (which
-releases held input), flush what is queued, stop.
+stops reading instead of growing memory. EOF, SIGTERM/SIGINT, `exit`, a stalled
+output pipe and a closed one all end in the same shutdown: cancel requests,
+disconnect (which releases held input), flush what is queued, stop.
 """
 
 from __future__ import annotations
@@ -88,7 +88,11 @@ async def serve(
         code = EXIT_OUTPUT_STALLED
         stop.set()
 
-    output = OutputQueue(out_fd, on_stall=stalled)
+    def closed() -> None:
+        log.warning("the caller closed stdout; ending as on EOF")
+        stop.set()
+
+    output = OutputQueue(out_fd, on_stall=stalled, on_closed=closed)
     adapter = Adapter(options, password=get_password, desktop=desktop)
     dispatcher = Dispatcher(adapter, output.put)
     framer = LineFramer()
@@ -136,7 +140,7 @@ async def serve(
         await asyncio.wait_for(adapter.shutdown(), 10)
     except Exception:
         log.exception("shutdown did not finish cleanly")
-    if code == EXIT_OK:
+    if code == EXIT_OK and not output.broken:
         await output.flush(FLUSH_SECONDS)
     output.close()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -23,23 +23,6 @@ from tetherbed.simulator.targets.reference import FrameSessionClient
 
 T = TypeVar("T")
 
-#: The fault kinds every backend understands (docs/scenarios.md).
-FAULT_KINDS = (
-    "latency",  # latency_ms, jitter_ms
-    "bandwidth",  # rate_kbps
-    "reset",  # cut the agent's connections now (RST)
-    "blackhole",  # data dropped both ways, connections held open
-    "slicer",  # average_size, delay_ms: small TCP writes
-    "limit_data",  # bytes: close after N bytes
-    "drop",  # message types: drop them (count optional)
-    "delay",  # message types, delay_ms
-    "duplicate",  # message types
-    "reorder",  # message types
-    "swallow_pongs",  # PONGs from the agent never reach the hub
-    "inject_close",  # code, reason, toward: agent|hub
-    "loss",  # percent (docker backend only: iptables in the agent's namespace)
-)
-
 
 class BackendError(RuntimeError):
     """The backend could not do what a step asked (a part failed to start, ...)."""
@@ -137,7 +120,8 @@ class Backend(abc.ABC):
         """Undo partitions (of one agent, or all)."""
 
     @abc.abstractmethod
-    async def fault(self, agent: str, kind: str, params: dict[str, Any]) -> None: ...
+    async def fault(self, agent: str, kind: str, params: dict[str, Any]) -> None:
+        """Carry out `simulator.faults.plan(kind, params)` on the agent's link."""
 
     @abc.abstractmethod
     async def clear(self, agent: str | None = None) -> None:

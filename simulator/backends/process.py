@@ -35,6 +35,14 @@ from tetherbed.runtime import event_loop
 from tetherbed.runtime.transport import MessageTransport
 from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
 from tetherbed.simulator.backends.event_files import EventFiles
+from tetherbed.simulator.faults import (
+    SELECTORS,
+    AddRule,
+    AddToxic,
+    InjectClose,
+    ResetConnections,
+    plan,
+)
 from tetherbed.simulator.proxy import ProxyRegistry
 from tetherbed.simulator.proxy.proxy import FaultProxy
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
@@ -51,6 +59,7 @@ from tetherbed.simulator.targets import (
 )
 from tetherbed.simulator.targets.hub import HubTarget, Tokens
 from tetherbed.simulator.targets.running import HubRunner
+from tetherbed.wire.version import CURRENT_TEXT
 
 T = TypeVar("T")
 
@@ -66,9 +75,6 @@ _HUB_FLAGS = {
     "ownership": "--ownership",
     "protocol_version": "--protocol-version",
 }
-
-#: Scenario directions → the proxy's streams (agent → hub is "upstream").
-_STREAMS = {"both": "both", "to_hub": "upstream", "from_hub": "downstream"}
 
 
 def hub_arguments(options: dict[str, Any]) -> list[str]:
@@ -271,7 +277,7 @@ class ProcessBackend(Backend):
             "--max-concurrent",
             str(options.get("max_concurrent", 4)),
             "--protocol-version",
-            str(options.get("protocol_version", "1.1")),
+            str(options.get("protocol_version", CURRENT_TEXT)),
         ]
         if spec.shell:
             args.append("--enable-shell")
@@ -294,7 +300,7 @@ class ProcessBackend(Backend):
             "state": str(state),
             "shell": spec.shell,
             "max_concurrent": spec.options.get("max_concurrent", 4),
-            "protocol_version": spec.options.get("protocol_version", "1.1"),
+            "protocol_version": spec.options.get("protocol_version", CURRENT_TEXT),
         }
         argv = agent.target.argv(values)
         log = self.workdir / "logs" / f"agent-{spec.name}.log"
@@ -395,7 +401,7 @@ class ProcessBackend(Backend):
         return proxy
 
     async def partition(self, agent: str, direction: str = "both") -> None:
-        self._proxy(agent).partition(_STREAMS[direction], mode="hold")
+        self._proxy(agent).partition(SELECTORS[direction], mode="hold")
 
     async def heal(self, agent: str | None = None) -> None:
         for name in [agent] if agent else list(self.agents):
@@ -403,52 +409,20 @@ class ProcessBackend(Backend):
 
     async def fault(self, agent: str, kind: str, params: dict[str, Any]) -> None:
         proxy = self._proxy(agent)
-        stream = _STREAMS[params.get("direction", "both")]
-        streams = ["upstream", "downstream"] if stream == "both" else [stream]
-        if kind == "latency":
-            for s in streams:
-                proxy.add_toxic(
-                    "latency",
-                    stream=s,
-                    latency=int(params.get("latency_ms", 0)),
-                    jitter=int(params.get("jitter_ms", 0)),
-                )
-        elif kind == "bandwidth":
-            for s in streams:
-                proxy.add_toxic("bandwidth", stream=s, rate=int(params.get("rate_kbps", 1)))
-        elif kind == "reset":
-            proxy.reset_connections()
-        elif kind == "blackhole":
-            proxy.blackhole("both")
-        elif kind == "slicer":
-            for s in streams:
-                proxy.add_toxic(
-                    "slicer",
-                    stream=s,
-                    average_size=int(params.get("average_size", 16)),
-                    size_variation=int(params.get("size_variation", 0)),
-                    delay=int(params.get("delay_ms", 1)) * 1000,
-                )
-        elif kind == "limit_data":
-            for s in streams:
-                proxy.add_toxic("limit_data", stream=s, bytes=int(params.get("bytes", 0)))
-        elif kind in ("drop", "delay", "duplicate", "reorder"):
-            types = params.get("types") or params.get("type") or ["*"]
-            for message_type in [types] if isinstance(types, str) else types:
-                proxy.add_rule(
-                    kind,
-                    stream=stream,
-                    type=message_type,
-                    count=params.get("count"),
-                    delay=int(params.get("delay_ms", 0)),
-                )
-        elif kind == "swallow_pongs":
-            proxy.add_rule("drop", stream="upstream", type="PONG", count=params.get("count"))
-        elif kind == "inject_close":
-            toward = "client" if params.get("toward", "agent") == "agent" else "server"
-            proxy.inject_close(toward, int(params.get("code", 1000)), str(params.get("reason", "")))
-        else:
-            raise BackendError(f"unknown fault kind {kind!r}")
+        for op in plan(kind, params):
+            match op:
+                case AddToxic(toxic):
+                    if any(existing.name == toxic.name for existing in proxy.toxics):
+                        proxy.remove_toxic(toxic.name)
+                    proxy.add_toxic(toxic)
+                case AddRule(rule):
+                    proxy.add_rule(rule)
+                case ResetConnections():
+                    proxy.reset_connections()
+                case InjectClose(toward, code, reason):
+                    proxy.inject_close(toward, code, reason)
+                case _:
+                    raise BackendError(f"the process backend cannot carry out a {kind} fault")
 
     async def clear(self, agent: str | None = None) -> None:
         for name in [agent] if agent else list(self.agents):

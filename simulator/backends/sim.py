@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import shutil
 import uuid
 from collections.abc import Coroutine
 from pathlib import Path
@@ -25,13 +24,16 @@ from tetherbed.hub.config import HubConfig, OwnershipPolicy
 from tetherbed.hub.store import HubStore
 from tetherbed.runtime.transport import MessageTransport
 from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
+from tetherbed.simulator.faults import AddRule, AddToxic, InjectClose, ResetConnections, plan
+from tetherbed.simulator.proxy.ws.rules import MessageRule
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
 from tetherbed.simulator.sim.hub_node import SimHub
-from tetherbed.simulator.sim.network import Rule, SimNetwork
+from tetherbed.simulator.sim.network import SimNetwork
 from tetherbed.simulator.sim.shell import run_sim_command
 from tetherbed.simulator.targets import Target
 from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop
 from tetherbed.simulator.wiretap.scrub import Scrubber
+from tetherbed.wire.version import CURRENT_TEXT
 
 T = TypeVar("T")
 
@@ -191,7 +193,7 @@ class SimBackend(Backend):
             machine_id=spec.machine,
             enable_shell=spec.shell,
             local_limits=Limits(max_concurrent=int(options.get("max_concurrent", 4))),
-            protocol_version=str(options.get("protocol_version", "1.1")),
+            protocol_version=str(options.get("protocol_version", CURRENT_TEXT)),
             defects=frozenset(options.get("defects") or ()),
         )
         # One generator per agent start, derived from the run's seed.
@@ -286,35 +288,19 @@ class SimBackend(Backend):
             self.network.set_held(name, "both", False)
 
     async def fault(self, agent: str, kind: str, params: dict[str, Any]) -> None:
-        link = self.network.link(agent)
-        types = frozenset(_types(params))
-        direction = _direction(params.get("direction", "both"))
-        count = params.get("count")
-        if kind == "latency":
-            link.latency = float(params.get("latency_ms", 0)) / 1000
-            link.jitter = float(params.get("jitter_ms", 0)) / 1000
-        elif kind == "bandwidth":
-            link.bandwidth = float(params.get("rate_kbps", 1)) * 1024
-        elif kind == "reset":
-            self.network.reset(agent)
-        elif kind == "blackhole":
-            link.blackhole = True
-        elif kind == "slicer":
-            link.latency += float(params.get("delay_ms", 1)) / 1000
-        elif kind == "limit_data":
-            link.limit_bytes = int(params.get("bytes", 0))
-            link.bytes_sent = 0
-        elif kind in ("drop", "delay", "duplicate", "reorder"):
-            delay = float(params.get("delay_ms", 0)) / 1000
-            link.rules.append(Rule(kind, types, direction, delay, count))
-        elif kind == "swallow_pongs":
-            link.rules.append(Rule("drop", frozenset({"PONG"}), "up", count=count))
-        elif kind == "inject_close":
-            code, reason = int(params.get("code", 1000)), str(params.get("reason", ""))
-            self.network.inject_close(agent, code, reason, params.get("toward", "agent"))
-        else:
-            raise BackendError(f"unknown fault kind {kind!r}")
-        link.notify()
+        for op in plan(kind, params):
+            match op:
+                case AddToxic(toxic):
+                    self.network.add_toxic(agent, toxic)
+                case AddRule(rule):
+                    self.network.add_rule(agent, MessageRule.from_json(rule))
+                case ResetConnections():
+                    self.network.reset(agent)
+                case InjectClose(toward, code, reason):
+                    side = "agent" if toward == "client" else "hub"
+                    self.network.inject_close(agent, code, reason, side)
+                case _:
+                    raise BackendError(f"the sim backend cannot carry out a {kind} fault")
 
     async def clear(self, agent: str | None = None) -> None:
         for name in [agent] if agent else list(self.network.links):
@@ -349,17 +335,9 @@ class SimBackend(Backend):
             f"agent:{spec.name}", event, fields, session=spec.session, machine=spec.machine
         )
 
-    def cleanup_files(self) -> None:
-        shutil.rmtree(self.workdir / "roots", ignore_errors=True)
-
 
 def _direction(direction: str) -> str:
     """Scenario directions → the network's: to_hub = up, from_hub = down."""
     return {"both": "both", "to_hub": "up", "from_hub": "down", "up": "up", "down": "down"}[
         direction
     ]
-
-
-def _types(params: dict[str, Any]) -> list[str]:
-    types = params.get("types") or params.get("type") or []
-    return [types] if isinstance(types, str) else list(types)

@@ -1,7 +1,8 @@
 """Checkers: pure functions from a run's history to a verdict with evidence.
 
-DESIGN.md's "one history, many checkers": backends only record what happened;
-each property of the protocol is judged here, the same way for every backend.
+"One history, many checkers" (docs/architecture.md): backends only record what
+happened; each property of the protocol is judged here, the same way for every
+backend.
 `run_checkers` never lets a checker's crash hide the others' verdicts.
 """
 
@@ -61,8 +62,9 @@ def run_checkers(
 
     `options` maps a checker name to its keyword options. An unknown checker
     or option is a scenario mistake and raises ValueError before anything
-    runs; a checker that crashes on the history yields an `error` verdict
-    (reported as an error of the run, never as a pass or a plain failure).
+    runs; a checker that crashes on the history yields an `error` verdict with
+    `error` set (the run is an error, not a failure of the system under test,
+    and never a pass).
     """
     chosen = list(dict.fromkeys(CHECKERS if names is None else names))
     options = options or {}
@@ -80,6 +82,6 @@ def run_checkers(
         try:
             verdict = CHECKERS[name](history, **dict(options.get(name, {})))
         except Exception as exc:  # a checker bug must not hide the other verdicts
-            verdict = Verdict(name, "error", f"checker crashed: {type(exc).__name__}: {exc}", [])
+            verdict = Verdict.crashed(name, exc)
         verdicts.append(verdict)
     return verdicts

@@ -3,7 +3,7 @@
 Why: `min(2^attempt · 1 s, 60 s) + jitter(0-5 s)` keeps a fleet of agents
 from hammering a hub that just restarted; too short and they stampede, too
 long and sessions stay offline for nothing, and "reconnect immediately" is
-the hot loop the spec calls out. The bounds come from `wire/reconnect.py`,
+the hot loop the spec calls out. The bounds come from `wire/backoff.py`,
 never from the agent under test.
 
 Judged from the wire, per node and process lifetime (a `started`, `exited`
@@ -52,26 +52,34 @@ from tetherbed.simulator.checkers.evidence.records import (
 )
 from tetherbed.simulator.checkers.verdict import Findings, Verdict
 from tetherbed.simulator.history import History, Record
-from tetherbed.wire.reconnect import BASE_SECONDS, CAP_SECONDS, JITTER_SECONDS, delay_bounds
+from tetherbed.wire.backoff import (
+    BASE_SECONDS,
+    CAP_SECONDS,
+    HEALTHY_AFTER_SECONDS,
+    JITTER_SECONDS,
+    BackoffSchedule,
+)
 
 NAME = "backoff_bounds"
 #: Seconds a connection must stay up before an agent may count from 0 again
-#: (the spec does not say; the reference agent uses 10).
-HEALTHY_AFTER = 10.0
+#: (the spec does not say; the reading in docs/spec-notes.md).
+HEALTHY_AFTER = HEALTHY_AFTER_SECONDS
 _EPSILON = 1e-9
 
 
 @dataclass(frozen=True, slots=True)
 class _Rules:
-    base: float
-    cap: float
-    jitter: float
+    schedule: BackoffSchedule
     early: float
     late: float
     healthy_after: float
 
+    @property
+    def base(self) -> float:
+        return self.schedule.base
+
     def bounds(self, n: int) -> tuple[float, float]:
-        return delay_bounds(n, base=self.base, cap=self.cap, jitter=self.jitter)
+        return self.schedule.bounds(n)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +110,7 @@ def check(
 ) -> Verdict:
     findings = Findings(NAME)
     rules = _Rules(
-        float(base),
-        float(cap),
-        float(jitter),
+        BackoffSchedule(base=float(base), cap=float(cap), jitter=float(jitter)),
         max(float(early_tolerance), 0.0),
         max(float(late_tolerance), 0.0),
         float(healthy_after),

@@ -44,13 +44,24 @@ class Verdict:
     status: Status
     summary: str
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    #: Set when the checker itself crashed: the history was not judged, which
+    #: is the test bed's problem, never a failure of the system under test.
+    error: str | None = None
+
+    @classmethod
+    def crashed(cls, name: str, exc: BaseException) -> Verdict:
+        error = f"{type(exc).__name__}: {exc}"
+        return cls(name, "error", f"checker crashed: {error}", [], error)
 
     def __post_init__(self) -> None:
         status: Any = self.status
         if isinstance(status, bool):
-            object.__setattr__(self, "status", "pass" if status else "fail")
+            status = "pass" if status else ("error" if self.error is not None else "fail")
+            object.__setattr__(self, "status", status)
         elif status not in STATUSES:
             raise ValueError(f"a verdict is one of {STATUSES}, not {status!r}")
+        if status == "error" and self.error is None:
+            object.__setattr__(self, "error", self.summary or "the checker crashed")
 
     @property
     def ok(self) -> bool:
@@ -65,27 +76,28 @@ class Verdict:
     def unknown(self) -> bool:
         return self.status == "unknown"
 
-    @property
-    def crashed(self) -> bool:
-        return self.status == "error"
-
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "name": self.name,
             "status": self.status,
             "ok": self.ok,
             "summary": self.summary,
             "evidence": list(self.evidence),
         }
+        if self.error is not None:
+            data["error"] = self.error
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
         status = data.get("status")
+        error = data.get("error")
         return cls(
             name=str(data.get("name", "")),
             status=status if status in STATUSES else bool(data.get("ok", False)),
             summary=str(data.get("summary", "")),
             evidence=list(data.get("evidence") or []),
+            error=None if error is None else str(error),
         )
 
     def evidence_indexes(self) -> list[int]:

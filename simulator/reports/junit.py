@@ -91,8 +91,8 @@ def _case(suite: ET.Element, name: str, run: RunResult) -> None:
         time=f"{max(run.seconds, 0.0):.3f}",
     )
     if run.verdict == "error":
-        text = run.error or run.crash_report or "runner error"
-        kind = "error" if run.error or not run.crash_report else "CheckerCrash"
+        text = run.error_text()
+        kind = "CheckerCrash" if not run.error and run.crashed_checkers else "error"
         error = ET.SubElement(case, "error", message=clean(_first_line(text)), type=kind)
         error.text = clean(text)
     elif run.verdict == "fail":

@@ -43,21 +43,27 @@ class RunResult:
 
     @property
     def failed_checkers(self) -> list[Verdict]:
-        """Checkers that failed, crashed, or (strict) could not decide."""
+        """Checkers that judged the history and found it broken (with `strict`,
+        also those that could not decide)."""
         return sorted(
-            (v for v in self.verdicts if v.failed or v.crashed or (self.strict and v.unknown)),
+            (v for v in self.verdicts if v.failed or (self.strict and v.unknown)),
             key=lambda v: v.name,
         )
 
     @property
-    def crash_report(self) -> str | None:
-        """The crashed checkers, one line each (a crash makes the run an error)."""
-        crashed = sorted((v for v in self.verdicts if v.crashed), key=lambda v: v.name)
-        return "\n".join(f"{v.name}: {v.summary}" for v in crashed) or None
+    def crashed_checkers(self) -> list[Verdict]:
+        return sorted((v for v in self.verdicts if v.error is not None), key=lambda v: v.name)
 
     @property
     def unknown_checkers(self) -> list[Verdict]:
         return sorted((v for v in self.verdicts if v.unknown), key=lambda v: v.name)
+
+    def error_text(self) -> str:
+        """Why the run could not be judged: the runner's error, or the checkers that crashed."""
+        if self.error:
+            return self.error
+        crashed = [f"checker {v.name} crashed: {v.error}" for v in self.crashed_checkers]
+        return "; ".join(crashed) or "runner error"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,10 +102,11 @@ class RunResult:
 def overall_verdict(
     verdicts: Iterable[Verdict], error: str | None = None, *, strict: bool = False
 ) -> RunVerdict:
-    """error when the run could not be judged or a checker crashed, fail when a
-    checker failed (or, with `strict`, could not decide: unknown)."""
+    """error when the run could not be judged (the runner or a checker broke),
+    fail when a checker found the history broken (or, with `strict`, could not
+    decide: unknown), else pass."""
     verdicts = list(verdicts)
-    if error is not None or any(v.crashed for v in verdicts):
+    if error is not None or any(v.error is not None for v in verdicts):
         return "error"
     if any(v.failed for v in verdicts) or (strict and any(v.unknown for v in verdicts)):
         return "fail"

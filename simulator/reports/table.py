@@ -58,7 +58,7 @@ def render_table(runs: Sequence[RunResult], *, colour: bool = False) -> str:
     undecided = [run for run in ordered if run.unknown_checkers]
     if undecided:
         out.append("")
-        out.append("Unknown (no evidence either way; --strict fails them):")
+        out.append("Unknown (no evidence either way; not a pass under --strict):")
         for run in undecided:
             for verdict in run.unknown_checkers:
                 out.append(f"  {run.scenario} [{run.backend}] {verdict.name}: {verdict.summary}")
@@ -95,7 +95,7 @@ def wants_colour(stream: TextIO) -> bool:
 
 def _cause(run: RunResult) -> str:
     if run.verdict == "error":
-        text = (run.error or run.crash_report or "runner error").strip().splitlines()
+        text = run.error_text().strip().splitlines()
         return text[0] if text else "runner error"
     names = [v.name for v in run.failed_checkers]
     return ", ".join(names) if names else "failed"

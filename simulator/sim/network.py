@@ -1,14 +1,21 @@
 """The sim backend's in-memory network: WebSocket-like connections in virtual time.
 
 Each node (agent or client) reaches the hub over its own `Link`, which holds
-that node's fault state: partitions per direction, latency with seeded
-jitter, blackholes, message rules by type, a byte limit, and whether the
-node is paused (frozen like a sleeping laptop: it neither sends nor reads).
+that node's fault state: partitions per direction, the fault proxy's toxics and
+message rules, and whether the node is paused (frozen like a sleeping laptop:
+it neither sends nor reads).
 
-Messages in one direction of one connection are delivered in order, each
-after the link's latency; a partitioned direction holds them (TCP keeps
-retransmitting) and delivers them when healed. Everything random comes from
-the network's seeded generator, so a seed fixes every interleaving.
+Messages in one direction of one connection are delivered in order, each after
+the network's own small latency; a partitioned direction holds them (TCP keeps
+retransmitting) and delivers them when healed. Faults are the fault proxy's own
+(`simulator/faults.py` maps a scenario's fault onto them for every backend): a
+link's message rules are the proxy's `RuleBook`, and each direction of each
+connection runs the proxy's `ToxicChain` over the bytes of every frame as it
+would cross TCP (WebSocket header, mask and payload), so latency, bandwidth,
+slicer, limit_data and blackhole give a frame the times, or the end, the proxy
+would. (The proxy also counts the HTTP upgrade toward limit_data; the sim
+starts counting at the first frame.) Everything random comes from the
+network's seeded generator, so a seed fixes every interleaving.
 """
 
 from __future__ import annotations
@@ -23,6 +30,11 @@ from typing import Any
 import msgspec
 
 from tetherbed.runtime.transport import TransportClosed, UpgradeRefused
+from tetherbed.simulator.proxy.chain import ToxicChain
+from tetherbed.simulator.proxy.events import Event, Signal
+from tetherbed.simulator.proxy.streams import DOWNSTREAM, UPSTREAM, Stream
+from tetherbed.simulator.proxy.toxics import Toxic
+from tetherbed.simulator.proxy.ws.rules import ACTIONS, MessageRule, RuleBook
 from tetherbed.simulator.wiretap.log import WireConnection, WireLog
 from tetherbed.simulator.wiretap.records import DOWN, UP
 
@@ -31,6 +43,11 @@ BASE_LATENCY = 0.001
 BASE_JITTER = 0.0005
 #: How long a connect waits behind a partition before it times out.
 OPEN_TIMEOUT = 10.0
+#: The network's directions → the proxy's streams (a node is the proxy's client).
+STREAM_OF: dict[str, Stream] = {"up": UPSTREAM, "down": DOWNSTREAM}
+_NO_REORDER = ACTIONS - {"reorder"}
+#: Where a connection is accepted: when a `reissue` rule's copies are sent.
+_ACCEPTED = "HELLO_ACK"
 
 
 class _TypeOnly(msgspec.Struct):
@@ -47,22 +64,27 @@ def message_type(data: bytes) -> str:
         return ""
 
 
-@dataclass(eq=False)
-class Rule:
-    """A message-aware fault: what to do with messages of some types."""
+def frame_length(payload: int, masked: bool) -> int:
+    """Bytes of a one-frame WebSocket message on the wire (RFC 6455 §5.2)."""
+    header = 2 if payload < 126 else 4 if payload < 65536 else 10
+    return header + (4 if masked else 0) + payload
 
-    action: str  # drop | delay | duplicate | reorder
-    types: frozenset[str]
-    direction: str  # up (node → hub) | down (hub → node) | both
-    delay: float = 0.0
-    count: int | None = None  # None: every match
 
-    def matches(self, kind: str, direction: str) -> bool:
-        if self.count is not None and self.count <= 0:
-            return False
-        if self.direction not in ("both", direction):
-            return False
-        return not self.types or kind in self.types
+class _WireBytes:
+    """Stands for `n` bytes on the wire in the proxy's toxic stages, which only
+    measure and slice what they carry: a frame's size crosses the stages
+    without copying its payload."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, part: slice) -> _WireBytes:
+        return _WireBytes(len(range(*part.indices(self.n))))
 
 
 @dataclass(eq=False)
@@ -70,15 +92,12 @@ class Link:
     """The path between one node and the hub, with that node's faults."""
 
     name: str
-    latency: float = 0.0
-    jitter: float = 0.0
     held: dict[str, bool] = field(default_factory=lambda: {"up": False, "down": False})
-    blackhole: bool = False
     paused: bool = False
-    rules: list[Rule] = field(default_factory=list)
-    limit_bytes: int | None = None
-    bytes_sent: int = 0
-    bandwidth: float | None = None  # bytes per second
+    #: The fault proxy's toxics on this link, in the order they were added.
+    toxics: list[Toxic] = field(default_factory=list)
+    #: The fault proxy's message rules (counts shared by all connections).
+    rules: RuleBook = field(default_factory=RuleBook)
     # Ordered (dicts used as sets): iteration order must never depend on
     # object addresses, or a seed would not fix the history.
     endpoints: dict[SimEndpoint, None] = field(default_factory=dict)
@@ -89,6 +108,22 @@ class Link:
 
     def gate_closed(self, direction: str) -> bool:
         return self.held[direction] or self.paused
+
+    def toxics_for(self, direction: str) -> list[Toxic]:
+        stream = STREAM_OF[direction]
+        return [toxic for toxic in self.toxics if toxic.stream == stream]
+
+    @property
+    def blackholed(self) -> bool:
+        """A `timeout` toxic drops the upgrade's bytes too: no connection can open."""
+        return any(toxic.type == "timeout" for toxic in self.toxics)
+
+    def handshake_latency(self) -> float:
+        """What the latency toxics add to the upgrade's round trip."""
+        return sum(
+            (toxic.attribute("latency") / 1000 for toxic in self.toxics if toxic.type == "latency"),
+            0.0,
+        )
 
     def notify(self) -> None:
         self.changed.set()
@@ -102,47 +137,164 @@ class _Closed:
         self.code = code
         self.reason = reason
 
+    def wire_length(self, masked: bool) -> int:
+        payload = 0 if self.code is None else 2 + len(self.reason.encode())
+        return frame_length(payload, masked)
+
+
+class _Abort:
+    """A toxic ended the connection (limit_data, a timeout): both ends drop it."""
+
+
+Item = bytes | _Closed
+_Timed = bytes | _Closed | _Abort
+
 
 class _Pipe:
-    """One direction of one connection: ordered, delayed, holdable delivery."""
+    """One direction of one connection: toxics, then ordered, delayed, holdable delivery.
+
+    A frame first crosses the proxy's toxic chain for this direction (when the
+    link has toxics), which says when its last byte is through, or that it never
+    is; then the partition gate, which holds it; then the network's latency.
+    """
 
     def __init__(self, network: SimNetwork, link: Link, direction: str, target: SimEndpoint):
         self.network = network
         self.link = link
         self.direction = direction
         self.target = target
-        self.held: list[tuple[bytes | _Closed, float]] = []
+        self.held: list[Item] = []
         self.last_at = 0.0
+        #: The message a `reorder` rule holds until the next one has passed.
         self.reorder_slot: bytes | None = None
+        self.reorder_timer: asyncio.TimerHandle | None = None
         #: Messages on the wire, in order, with their arrival times. One timer
         #: at a time delivers them: asyncio does not keep timers with equal
         #: times in the order they were set, and a pipe must.
-        self.in_flight: collections.deque[tuple[float, bytes | _Closed]] = collections.deque()
+        self.in_flight: collections.deque[tuple[float, Item]] = collections.deque()
         self.timer: asyncio.TimerHandle | None = None
+        #: The toxic chain, made when the link first has toxics for this direction.
+        self.chain: ToxicChain | None = None
+        #: What the chain lets out while a frame is being fed to it.
+        self._feeding: list[tuple[float, Event]] | None = None
+        #: Frames through the toxics, in order, waiting for the time they are through.
+        self.toxic_out: collections.deque[tuple[float, _Timed]] = collections.deque()
+        self.toxic_timer: asyncio.TimerHandle | None = None
+        self.toxic_last = 0.0
+        self.sync_toxics()
 
-    def push(self, item: bytes | _Closed, extra: float = 0.0) -> None:
-        """Send `item`, `extra` seconds later than the link's latency."""
-        if self.link.gate_closed(self.direction) or self.held:
-            self.held.append((item, extra))
+    @property
+    def masked(self) -> bool:
+        return self.direction == "up"  # a client masks what it sends
+
+    # --- entering ----------------------------------------------------------------
+
+    def push(self, item: Item, extra: float = 0.0) -> None:
+        """Send `item`; a `delay` rule's `extra` seconds let later messages overtake it."""
+        if extra:
+            asyncio.get_running_loop().call_later(extra, self._enter, item)
             return
-        self._schedule(item, extra)
+        self._enter(item)
+
+    def _enter(self, item: Item) -> None:
+        if self.chain is None and not self.toxic_out:
+            self._gate(item)
+            return
+        now = asyncio.get_running_loop().time()
+        if self.chain is None:
+            self._after_toxics(now, item)
+            return
+        if isinstance(item, _Closed):
+            wire = item.wire_length(self.masked)
+        else:
+            wire = frame_length(len(item), self.masked)
+        through = self._feeding = []
+        try:
+            self.chain.feed(_WireBytes(wire), now)  # type: ignore[arg-type]
+        finally:
+            self._feeding = None
+        passed = sum(len(piece) for _, piece in through if not isinstance(piece, Signal))
+        ends = [when for when, piece in through if isinstance(piece, Signal)]
+        if passed == wire:
+            self._after_toxics(max(when for when, _ in through), item)
+        elif isinstance(item, _Closed) and not ends:
+            # The close frame was dropped; the FIN after it still ends the connection.
+            self._after_toxics(now, _Abort())
+        if ends:
+            self._after_toxics(min(ends), _Abort())
+
+    def _from_chain(self, when: float, event: Event) -> None:
+        if self._feeding is not None:
+            self._feeding.append((when, event))
+        elif event is Signal.CLOSE or event is Signal.RESET:
+            # A toxic's own timer ended the connection (timeout, reset_peer);
+            # stages only ever let data out while they are fed.
+            self._after_toxics(when, _Abort())
+
+    def sync_toxics(self) -> None:
+        """Follow the link's toxics for this direction (a fault was added or cleared).
+
+        As in the proxy, a change releases what the old toxics were delaying.
+        """
+        toxics = self.link.toxics_for(self.direction)
+        if self.chain is None:
+            if not toxics:
+                return
+            loop = asyncio.get_running_loop()
+            self.chain = ToxicChain(
+                self._from_chain, rng=self.network.rng, call_at=loop.call_at, clock=loop.time
+            )
+        if self.chain.sync(toxics) and self.toxic_out:
+            now = asyncio.get_running_loop().time()
+            waiting = [item for _, item in self.toxic_out]
+            self.toxic_out.clear()
+            self.toxic_last = now
+            if self.toxic_timer is not None:
+                self.toxic_timer.cancel()
+                self.toxic_timer = None
+            for item in waiting:
+                self._after_toxics(now, item)
+
+    def _after_toxics(self, at: float, item: _Timed) -> None:
+        loop = asyncio.get_running_loop()
+        at = max(at, self.toxic_last)
+        self.toxic_last = at
+        self.toxic_out.append((at, item))
+        if self.toxic_timer is None:
+            self.toxic_timer = loop.call_at(at, self._toxics_done)
+
+    def _toxics_done(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        while self.toxic_out and self.toxic_out[0][0] <= now:
+            item = self.toxic_out.popleft()[1]
+            if isinstance(item, _Abort):
+                self.toxic_out.clear()
+                self.network.abort(self.target)
+                break
+            self._gate(item)
+        self.toxic_timer = (
+            loop.call_at(self.toxic_out[0][0], self._toxics_done) if self.toxic_out else None
+        )
+
+    # --- the gate and the network's own latency -------------------------------------
+
+    def _gate(self, item: Item) -> None:
+        if self.link.gate_closed(self.direction) or self.held:
+            self.held.append(item)
+            return
+        self._schedule(item)
 
     def flush(self) -> None:
         if self.link.gate_closed(self.direction):
             return
         held, self.held = self.held, []
-        for item, extra in held:
-            self._schedule(item, extra)
+        for item in held:
+            self._schedule(item)
 
-    def _schedule(self, item: bytes | _Closed, extra: float = 0.0) -> None:
+    def _schedule(self, item: Item) -> None:
         loop = asyncio.get_running_loop()
-        delay = self.network.delay(self.link, item) + extra
-        at = loop.time() + delay
-        if extra:
-            # A delayed message lets later ones overtake it (like the proxy's rule).
-            loop.call_at(at, self.target.deliver, item)
-            return
-        at = max(at, self.last_at)
+        at = max(loop.time() + self.network.delay(), self.last_at)
         self.last_at = at
         self.in_flight.append((at, item))
         if self.timer is None:
@@ -154,6 +306,22 @@ class _Pipe:
         while self.in_flight and self.in_flight[0][0] <= now:
             self.target.deliver(self.in_flight.popleft()[1])
         self.timer = loop.call_at(self.in_flight[0][0], self._arrive) if self.in_flight else None
+
+    # --- reorder -------------------------------------------------------------------
+
+    def hold_for_reorder(self, data: bytes, max_hold_ms: int | None) -> None:
+        self.reorder_slot = data
+        if max_hold_ms is not None:
+            loop = asyncio.get_running_loop()
+            self.reorder_timer = loop.call_later(max_hold_ms / 1000, self.release_reordered)
+
+    def release_reordered(self) -> None:
+        slot, self.reorder_slot = self.reorder_slot, None
+        if self.reorder_timer is not None:
+            self.reorder_timer.cancel()
+            self.reorder_timer = None
+        if slot is not None:
+            self.push(slot)
 
 
 class SimEndpoint:
@@ -183,39 +351,48 @@ class SimEndpoint:
                 await self.link.changed.wait()
         if self.closed is not None:
             raise TransportClosed(self.closed.code, self.closed.reason)
-        assert self.out is not None
+        out = self.out
+        assert out is not None
         if self.wire is not None:
             self.wire.message(UP, data, _now())
-        link = self.link
-        if link.blackhole:
-            return
-        if link.limit_bytes is not None:
-            link.bytes_sent += len(data)
-            if link.bytes_sent > link.limit_bytes:
-                self.network.abort(self)
-                raise TransportClosed(None, "connection closed after the data limit")
-        if link.rules:
+        rules = self.link.rules
+        stream = STREAM_OF[self.direction]
+        rule = None
+        kind = ""
+        if (len(rules) and rules.watches(stream)) or rules.reissues:
             kind = message_type(data)
-            for rule in link.rules:
-                if rule.matches(kind, self.direction):
-                    if rule.count is not None:
-                        rule.count -= 1
-                    if rule.action == "drop":
-                        return
-                    if rule.action == "duplicate":
-                        self.out.push(data)
-                        break
-                    if rule.action == "delay":
-                        self.out.push(data, rule.delay)
-                        return
-                    if rule.action == "reorder" and self.out.reorder_slot is None:
-                        self.out.reorder_slot = data
-                        return
-                    break
-        self.out.push(data)
-        if self.out.reorder_slot is not None and self.out.reorder_slot is not data:
-            slot, self.out.reorder_slot = self.out.reorder_slot, None
-            self.out.push(slot)
+        if len(rules) and rules.watches(stream):
+            allow = ACTIONS if out.reorder_slot is None else _NO_REORDER
+            rule = rules.decide(stream, kind, self.network.rng, allow=allow)
+        if rule is None:
+            out.push(data)
+            if kind == _ACCEPTED and self.side == "hub" and rules.reissues:
+                for copy in reissued(rules):
+                    out.push(copy)
+        elif rule.action == "reissue":
+            rules.reissues.append(data)
+            out.push(data)
+        elif rule.action == "drop":
+            return
+        elif rule.action == "delay":
+            out.push(data, rule.delay / 1000)
+            return
+        elif rule.action == "duplicate":
+            for _ in range(1 + rule.copies):
+                out.push(data)
+        elif rule.action == "reorder":
+            out.hold_for_reorder(data, rule.max_hold)
+            return
+        else:  # close: the message is dropped and a close frame sent
+            self.network.inject_close(
+                self.link.name,
+                rule.code,
+                rule.reason,
+                "agent" if rule.toward == "client" else "hub",
+            )
+            return
+        if out.reorder_slot is not None:
+            out.release_reordered()
 
     async def recv(self) -> bytes:
         if self.closed is not None and self.inbox.empty():
@@ -263,6 +440,21 @@ class SimEndpoint:
         wire.end("closed", now)
 
 
+def reissued(rules: RuleBook) -> list[bytes]:
+    """The requests a `reissue` rule saved, each again under a new id."""
+    copies: list[bytes] = []
+    saved, rules.reissues = rules.reissues, []
+    for data in saved:
+        try:
+            body = msgspec.json.decode(data)
+        except msgspec.DecodeError:
+            continue
+        if isinstance(body, dict):
+            body["id"] = f"{body.get('id')}-again"
+            copies.append(msgspec.json.encode(body))
+    return copies
+
+
 def _now() -> float:
     return asyncio.get_running_loop().time()
 
@@ -294,12 +486,9 @@ class SimNetwork:
     def stop_listening(self) -> None:
         self._admit = self._serve = None
 
-    def delay(self, link: Link, item: bytes | _Closed) -> float:
-        jitter = BASE_JITTER + link.jitter
-        delay = BASE_LATENCY + link.latency + self.rng.uniform(0.0, jitter)
-        if link.bandwidth and isinstance(item, bytes):
-            delay += len(item) / link.bandwidth
-        return delay
+    def delay(self) -> float:
+        """The network's own one-way latency, with its seeded jitter."""
+        return BASE_LATENCY + self.rng.uniform(0.0, BASE_JITTER)
 
     def connector(self, node: str) -> Callable[[str, Mapping[str, str]], Awaitable[SimEndpoint]]:
         link = self.link(node)
@@ -308,7 +497,7 @@ class SimNetwork:
             log = self.taps.get(node)
             wire = log.connect(_now()) if log is not None else None
             deadline = asyncio.get_running_loop().time() + OPEN_TIMEOUT
-            while link.paused or link.held["up"] or link.held["down"] or link.blackhole:
+            while link.paused or link.held["up"] or link.held["down"] or link.blackholed:
                 remaining = deadline - asyncio.get_running_loop().time()
                 if remaining <= 0:
                     if wire is not None:
@@ -318,7 +507,8 @@ class SimNetwork:
                     await asyncio.wait_for(link.changed.wait(), remaining)
                 except TimeoutError:
                     continue
-            await asyncio.sleep(self.delay(link, b"") * 2)  # the TCP and HTTP round trips
+            # The TCP and HTTP round trips, through the link's latency toxics.
+            await asyncio.sleep(self.delay() * 2 + link.handshake_latency())
             if self._admit is None or self._serve is None:
                 if wire is not None:
                     wire.unreachable(_now())
@@ -376,10 +566,19 @@ class SimNetwork:
             self.abort(end)
         return len(ends)
 
-    def abort_all(self) -> None:
-        for link in self.links.values():
-            for end in list(link.endpoints):
-                self.abort(end)
+    def add_toxic(self, node: str, toxic: Toxic) -> None:
+        """A fault proxy toxic on the node's link; replaces one of the same name."""
+        link = self.link(node)
+        link.toxics = [t for t in link.toxics if t.name != toxic.name] + [toxic]
+        self._toxics_changed(link)
+
+    def add_rule(self, node: str, rule: MessageRule) -> None:
+        self.link(node).rules.add(rule)
+
+    def _toxics_changed(self, link: Link) -> None:
+        for pipe in list(link.pipes):
+            pipe.sync_toxics()
+        link.notify()
 
     def set_held(self, node: str, direction: str, held: bool) -> None:
         link = self.link(node)
@@ -400,7 +599,7 @@ class SimNetwork:
     def _flush(self, link: Link) -> None:
         for pipe in list(link.pipes):
             pipe.flush()
-            if not pipe.held and pipe.target.closed is not None:
+            if not pipe.held and not pipe.toxic_out and pipe.target.closed is not None:
                 link.pipes.pop(pipe, None)
 
     def inject_close(self, node: str, code: int, reason: str, toward: str) -> None:
@@ -414,14 +613,17 @@ class SimNetwork:
                     self.abort(end.peer)
 
     def clear_faults(self, node: str) -> None:
+        """Every toxic and message rule goes; partitions and pauses stay."""
         link = self.link(node)
-        link.latency = link.jitter = 0.0
-        link.blackhole = False
         link.rules.clear()
-        link.limit_bytes = None
-        link.bandwidth = None
-        link.notify()
+        link.toxics = []
+        self._toxics_changed(link)
 
     def describe(self, node: str) -> dict[str, Any]:
         link = self.link(node)
-        return {"held": dict(link.held), "paused": link.paused, "rules": len(link.rules)}
+        return {
+            "held": dict(link.held),
+            "paused": link.paused,
+            "toxics": [toxic.name for toxic in link.toxics],
+            "rules": len(link.rules),
+        }

@@ -35,6 +35,7 @@ from tetherbed.simulator.targets.templates import (
     fill_one,
     parse_command,
 )
+from tetherbed.wire.version import CURRENT_TEXT
 
 PLACEHOLDERS = (
     "hub_url",
@@ -113,5 +114,5 @@ class AgentTarget:
         filled = dict(values)
         filled["shell_flag"] = self.shell_flag if values.get("shell") else ""
         filled.setdefault("max_concurrent", 4)
-        filled.setdefault("protocol_version", "1.1")
+        filled.setdefault("protocol_version", CURRENT_TEXT)
         return {name: filled.get(name, "") for name in PLACEHOLDERS}

@@ -26,6 +26,7 @@ from tetherbed.simulator.targets.adapters import (
 from tetherbed.simulator.targets.hub import HubAccess
 from tetherbed.wire.envelope import decode_envelope, encode_message
 from tetherbed.wire.errors import WireError
+from tetherbed.wire.version import CURRENT_TEXT
 
 
 class FrameSessionClient:
@@ -37,7 +38,7 @@ class FrameSessionClient:
 
     async def send(self, request_id: str, kind: str, payload: bytes) -> None:
         frame = encode_message(
-            kind, request_id, msgspec.Raw(payload), ts=self._clock(), version="1.1"
+            kind, request_id, msgspec.Raw(payload), ts=self._clock(), version=CURRENT_TEXT
         )
         try:
             await self._transport.send(frame)

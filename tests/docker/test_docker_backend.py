@@ -261,7 +261,7 @@ def test_faults_restart_and_graceful_stop_through_a_testbed(tmp_path: Path) -> N
         assert (tb.state("box").status, tb.state("box").exit_code) == ("exited", 0)
         tb.expect(event="disconnect", process="hub", value={"code": 1000}, since="start", within=5)
         verdicts = tb.check()
-        assert not any(v.failed or v.crashed for v in verdicts), verdicts
+        assert not any(v.failed or v.error is not None for v in verdicts), verdicts
         assert {v.name for v in verdicts if v.ok} >= {"single_owner", "exactly_one_answer"}
     finally:
         tb.close()
@@ -299,3 +299,63 @@ def test_a_missing_image_fails_with_the_way_to_build_it(
     outcome = run_scenario(load(SCENARIOS / "version_mismatch.yaml"), "docker", 1, tmp_path)
     assert outcome.error and "tetherbed/hub:not-built-here" in outcome.error
     assert "make images" in outcome.error
+
+
+def test_sigterm_to_a_docker_run_removes_its_containers_and_networks(
+    tmp_path: Path, engine: docker.DockerClient
+) -> None:
+    """What a CI cancel sends: the run stops, and nothing of it stays in Docker."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text(
+        "name: interrupted in containers\n"
+        "topology: {agents: {a: {session: s}}}\n"
+        "steps:\n"
+        "  - start: hub\n"
+        "  - start: a\n"
+        "  - expect: {agent: a, state: connected, within: 60}\n"
+        "  - wait: 600\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
+    report = tmp_path / "report"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "tetherbed", "run", str(scenario), "--backend", "docker",
+         "--report", str(report)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )  # fmt: skip
+    prefix = f"tb-{run.pid}-"
+
+    def mine() -> list[str]:
+        listed = engine.containers.list(all=True, filters={"label": RUN_LABEL})
+        return [c.name for c in listed if c.labels.get(RUN_LABEL, "").startswith(prefix)]
+
+    try:
+        deadline = time.monotonic() + 180
+        while len(mine()) < 3:  # the hub, the agent and its link
+            assert run.poll() is None, run.communicate()
+            assert time.monotonic() < deadline, "the run's containers did not start"
+            time.sleep(0.5)
+        time.sleep(2.0)
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=180)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 128 + signal.SIGTERM, out + err
+    assert mine() == []
+    networks = [
+        n.name for n in engine.networks.list(filters={"label": RUN_LABEL})
+        if (n.attrs.get("Labels") or {}).get(RUN_LABEL, "").startswith(prefix)
+    ]  # fmt: skip
+    assert networks == []
+    (result,) = json.loads((report / "results.json").read_text())["runs"]
+    assert result["verdict"] == "error" and "stopped by SIGTERM" in result["error"]

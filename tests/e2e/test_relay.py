@@ -118,7 +118,9 @@ async def test_raw_envelopes_malformed_and_unknown_types(stack: Stack) -> None:
     by_id = {a["id"]: a for a in answers}
     assert by_id[None]["payload"]["code"] == "INVALID_MESSAGE"
     assert by_id["t1"]["payload"]["code"] == "UNKNOWN_MESSAGE_TYPE"
-    assert by_id["t2"]["payload"]["code"] == "INVALID_MESSAGE"
+    # The agent's answer, relayed: a spec code, the precise one in details.
+    assert by_id["t2"]["payload"]["code"] == "INTERNAL_ERROR"
+    assert by_id["t2"]["payload"]["details"]["reason_code"] == "INVALID_MESSAGE"
     assert "$.path" in by_id["t2"]["payload"]["message"]
     assert by_id["t3"]["type"] == "FILE_STAT_RESPONSE"  # unknown field ignored
 

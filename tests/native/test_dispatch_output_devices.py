@@ -60,6 +60,39 @@ async def test_out_of_order_completion_and_cancel() -> None:
     await dispatcher.close()
 
 
+async def test_work_in_flight_is_bounded_and_stops_the_reader() -> None:
+    """With every answer stuck (nobody reads stdout), the next line waits for a slot."""
+    stuck = asyncio.Event()
+    sent: list[bytes] = []
+
+    async def send(data: bytes) -> None:
+        await stuck.wait()
+        sent.append(data)
+
+    dispatcher = Dispatcher(SlowAdapter({}), send, max_in_flight=3)
+    for i in range(3):
+        await dispatcher.on_line(b'{"id":%d,"method":"status"}' % i)
+    fourth = asyncio.ensure_future(dispatcher.on_line(b'{"id":9,"method":"status"}'))
+    await asyncio.sleep(0.1)
+    assert not fourth.done() and dispatcher.in_flight == 3
+    stuck.set()  # the caller reads again
+    await asyncio.wait_for(fourth, 1)
+    await asyncio.sleep(0.05)
+    assert len(sent) == 4 and dispatcher.in_flight == 0
+    await dispatcher.close()
+
+
+async def test_closing_releases_the_slots_of_cancelled_requests() -> None:
+    async def send(data: bytes) -> None:
+        return None
+
+    dispatcher = Dispatcher(SlowAdapter({1: 60, 2: 60}), send, max_in_flight=2)
+    await dispatcher.on_line(b'{"id":1,"method":"status"}')
+    await dispatcher.on_line(b'{"id":2,"method":"status"}')
+    await dispatcher.close()
+    assert dispatcher.in_flight == 0 and dispatcher._slots._value == 2
+
+
 def test_output_budget() -> None:
     budget = OutputBudget(max_messages=2, max_bytes=100)
     assert budget.fits(1000)  # a lone message always fits

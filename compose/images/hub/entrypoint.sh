@@ -15,6 +15,9 @@ state=${TETHERBED_HUB_STATE:-/var/lib/tetherbed/hub}
 tokens=${TETHERBED_TOKEN_DIR:-/run/tetherbed/tokens}
 user=${TETHERBED_USER:-tetherbed}
 port=${TETHERBED_HUB_LISTEN_PORT:-8765}
+# The address machines reach the hub at, for dsh-computers install commands
+# (join.sh); it never comes from a request header.
+public_url=${TETHERBED_PUBLIC_URL:-}
 
 log() { echo "hub-entrypoint: $*" >&2; }
 
@@ -36,4 +39,6 @@ mint() {
 mint agent
 mint client
 
-exec tetherbed hub --listen "0.0.0.0:$port" --state "$state" "$@"
+extra=()
+[[ -n $public_url ]] && extra+=(--public-url "$public_url")
+exec tetherbed hub --listen "0.0.0.0:$port" --state "$state" "${extra[@]}" "$@"

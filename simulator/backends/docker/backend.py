@@ -3,7 +3,7 @@
 It follows the process backend step for step, with containers for processes,
 so that a scenario runs unchanged on it and its history means the same:
 
-- the hub and each agent run in containers (docker_containers.py: what runs
+- the hub and each agent run in containers (containers.py: what runs
   where, and why each agent's fault proxy lives in a "link" container whose
   network namespace the agent's container joins). Tokens are minted on the
   host into the hub's state folder before it starts; a restarted hub reuses
@@ -12,8 +12,8 @@ so that a scenario runs unchanged on it and its history means the same:
   4429), `docker kill` (SIGKILL), restart (kill, then start the same
   container), `docker pause` / `unpause` (sleep and wake);
 - a partition of both directions is `docker network disconnect` / `connect`
-  (docker_network.py: the networks, and why addresses are fixed); one-way
-  partitions and every other fault are in docker_faults.py;
+  (network.py: the networks, and why addresses are fixed); one-way
+  partitions and every other fault are in faults.py;
 - the history is built as on the process backend: the hub's events file and
   the agents' journals are bind-mounted, written with the host's clock (a
   container has no other) and tailed into it; lifecycle events (started,
@@ -78,13 +78,13 @@ from tetherbed.simulator.backends.docker.containers import (
     wire_log_name,
 )
 from tetherbed.simulator.backends.docker.faults import (
-    STREAMS,
     LinkShaper,
     ProxyApi,
-    proxy_fault,
+    apply_plan,
 )
 from tetherbed.simulator.backends.docker.network import RunNetworks, new_run_id
 from tetherbed.simulator.backends.event_files import EventFiles
+from tetherbed.simulator.faults import SELECTORS, DropPackets, checked, plan
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
 from tetherbed.simulator.targets import Target
 
@@ -300,7 +300,7 @@ class DockerBackend(Backend):
     async def _replug(self, agent: _Agent, plug: Callable[[_Agent], None], what: str) -> None:
         """(Dis)connect the agent's namespace, then look its API port up again:
         Docker keeps published ports on the gateway network (the control one,
-        see docker_network.py), but a port that moved must not lose the link."""
+        see network.py), but a port that moved must not lose the link."""
         assert agent.link is not None and agent.api is not None
         await self._docker(f"{what} {agent.name}", plug, agent)
         port = await asyncio.to_thread(published_port, agent.link, PROXY_API_PORT)
@@ -521,7 +521,7 @@ class DockerBackend(Backend):
         target, api, _ = self._agent(agent)
         with self._holding_logs():
             if direction != "both":
-                await api.partition(STREAMS[direction])
+                await api.partition(SELECTORS[direction])
             elif not target.disconnected:
                 await self._replug(target, self._unplug, "disconnecting")
                 target.disconnected = True
@@ -539,8 +539,12 @@ class DockerBackend(Backend):
     async def fault(self, agent: str, kind: str, params: dict[str, Any]) -> None:
         _, api, shaper = self._agent(agent)
         with self._holding_logs():
+            params = checked(kind, params)
+            ops = plan(kind, params)
             if kind == "loss":
-                await shaper.loss(params)
+                (op,) = ops
+                assert isinstance(op, DropPackets)
+                await shaper.loss(op.percent, op.direction)
                 return
             if kind == "latency" and self._netem is not False:
                 self._netem = await shaper.delay(params)
@@ -550,7 +554,7 @@ class DockerBackend(Backend):
                 )
                 if self._netem:
                     return
-            await proxy_fault(api, kind, params)
+            await apply_plan(api, ops)
 
     async def clear(self, agent: str | None = None) -> None:
         with self._holding_logs():

@@ -44,6 +44,7 @@ from tetherbed.simulator.backends.docker.network import RUN_LABEL, RunNetworks
 from tetherbed.simulator.backends.process import hub_arguments
 from tetherbed.simulator.scenario import AgentSpec
 from tetherbed.simulator.targets import AgentTarget
+from tetherbed.wire.version import CURRENT_TEXT
 
 log = logging.getLogger("tetherbed.simulator.docker")
 
@@ -188,7 +189,7 @@ def agent_container(
             "state": "/agent-state",
             "shell": spec.shell,
             "max_concurrent": spec.options.get("max_concurrent", 4),
-            "protocol_version": spec.options.get("protocol_version", "1.1"),
+            "protocol_version": spec.options.get("protocol_version", CURRENT_TEXT),
         }
         command = target.argv(values)
     else:
@@ -198,7 +199,7 @@ def agent_container(
             *["--session-id", spec.session, "--machine-id", spec.machine],
             *f"--journal /logs/{journal} --state-dir /agent-state".split(),
             *["--max-concurrent", str(options.get("max_concurrent", 4))],
-            *["--protocol-version", str(options.get("protocol_version", "1.1"))],
+            *["--protocol-version", str(options.get("protocol_version", CURRENT_TEXT))],
         ]
         if spec.shell:
             command.append("--enable-shell")

@@ -5,9 +5,10 @@ Two tools, each used where it is the real thing:
 - `ProxyApi`: the agent's own `tetherbed proxy`, driven over its published
   Toxiproxy-compatible HTTP API. It does what only a proxy that reads
   WebSocket frames can do (drop, delay, duplicate or reorder messages by type,
-  swallow PONGs, inject a close code) and the TCP toxics the process backend
-  uses (bandwidth, slicer, limit_data, blackhole, reset), so these faults mean
-  exactly the same on both backends. One-way partitions are the proxy's
+  swallow PONGs, inject a close code) and the TCP toxics (bandwidth, slicer,
+  limit_data, blackhole, reset): `apply_plan` carries out the operations
+  `simulator/faults.py` plans for every backend, so these faults mean exactly
+  the same here as on the process and sim backends. One-way partitions are the proxy's
   `hold` partitions too: an IP-level one-way drop would also drop the TCP
   acknowledgements of the other direction and stall it, which is not a
   one-way partition of the agent's messages.
@@ -32,11 +33,16 @@ from typing import Any
 import aiohttp
 
 from tetherbed.simulator.backends.base import BackendError
+from tetherbed.simulator.faults import (
+    AddRule,
+    AddToxic,
+    FaultOp,
+    InjectClose,
+    ResetConnections,
+)
 
 #: The proxy's name inside the agent's `tetherbed proxy` (`--proxy link=...`).
 PROXY_NAME = "link"
-#: Scenario directions → the proxy's streams (agent → hub is "upstream").
-STREAMS = {"both": "both", "to_hub": "upstream", "from_hub": "downstream"}
 
 #: Runs a shell script as root in the agent's network namespace: (exit code, output).
 ExecRoot = Callable[[str], Awaitable[tuple[int, str]]]
@@ -49,13 +55,17 @@ class ProxyApi:
         self.http = http
         self.base_url = base_url
 
-    async def call(self, method: str, path: str, body: Any = None) -> Any:
+    async def call(
+        self, method: str, path: str, body: Any = None, *, missing_ok: bool = False
+    ) -> Any:
         url = f"{self.base_url}/proxies/{PROXY_NAME}{path}"
         try:
             async with self.http.request(
                 method, url, json=body, timeout=aiohttp.ClientTimeout(total=10)
             ) as response:
                 text = await response.text()
+                if response.status == 404 and missing_ok:
+                    return None
                 if response.status >= 400:
                     raise BackendError(f"fault proxy: {method} {path}: {response.status} {text}")
                 return await response.json(content_type=None) if text else None
@@ -79,21 +89,6 @@ class ProxyApi:
                 raise BackendError(problem or f"the fault proxy did not answer within {timeout} s")
             await asyncio.sleep(0.03)
 
-    async def add_toxic(self, kind: str, stream: str, **attributes: int) -> None:
-        await self.call(
-            "POST",
-            "/toxics",
-            {
-                "name": f"{kind}_{stream}",
-                "type": kind,
-                "stream": stream,
-                "attributes": attributes,
-            },
-        )
-
-    async def add_rule(self, **rule: Any) -> None:
-        await self.call("POST", "/ws/rules", {k: v for k, v in rule.items() if v is not None})
-
     async def partition(self, stream: str) -> None:
         await self.call("POST", "/partition", {"stream": stream, "mode": "hold"})
 
@@ -108,72 +103,23 @@ class ProxyApi:
             await self.call("DELETE", f"/ws/rules/{rule['name']}")
 
 
-async def proxy_fault(api: ProxyApi, kind: str, params: dict[str, Any]) -> None:
-    """A fault carried out by the proxy, mapped as the process backend maps it."""
-    stream = STREAMS[params.get("direction", "both")]
-    streams = ["upstream", "downstream"] if stream == "both" else [stream]
-    if kind == "latency":
-        for s in streams:
-            await api.add_toxic(
-                "latency",
-                s,
-                latency=int(params.get("latency_ms", 0)),
-                jitter=int(params.get("jitter_ms", 0)),
-            )
-    elif kind == "bandwidth":
-        for s in streams:
-            await api.add_toxic("bandwidth", s, rate=int(params.get("rate_kbps", 1)))
-    elif kind == "reset":
-        await api.call("POST", "/connections/reset")
-    elif kind == "blackhole":
-        for s in ("upstream", "downstream"):
-            await api.call(
-                "POST",
-                "/toxics",
-                {
-                    "name": f"blackhole_{s}",
-                    "type": "timeout",
-                    "stream": s,
-                    "attributes": {"timeout": 0},
-                },
-            )
-    elif kind == "slicer":
-        for s in streams:
-            await api.add_toxic(
-                "slicer",
-                s,
-                average_size=int(params.get("average_size", 16)),
-                size_variation=int(params.get("size_variation", 0)),
-                delay=int(params.get("delay_ms", 1)) * 1000,
-            )
-    elif kind == "limit_data":
-        for s in streams:
-            await api.add_toxic("limit_data", s, bytes=int(params.get("bytes", 0)))
-    elif kind in ("drop", "delay", "duplicate", "reorder"):
-        types = params.get("types") or params.get("type") or ["*"]
-        for message_type in [types] if isinstance(types, str) else types:
-            await api.add_rule(
-                action=kind,
-                stream=stream,
-                type=message_type,
-                count=params.get("count"),
-                delay=int(params.get("delay_ms", 0)),
-            )
-    elif kind == "swallow_pongs":
-        await api.add_rule(action="drop", stream="upstream", type="PONG", count=params.get("count"))
-    elif kind == "inject_close":
-        toward = "client" if params.get("toward", "agent") == "agent" else "server"
-        await api.call(
-            "POST",
-            "/ws/close",
-            {
-                "toward": toward,
-                "code": int(params.get("code", 1000)),
-                "reason": str(params.get("reason", "")),
-            },
-        )
-    else:
-        raise BackendError(f"unknown fault kind {kind!r}")
+async def apply_plan(api: ProxyApi, ops: list[FaultOp]) -> None:
+    """Carry out a fault's proxy operations (`simulator/faults.py`) over the HTTP API."""
+    for op in ops:
+        match op:
+            case AddToxic(toxic):
+                await api.call("DELETE", f"/toxics/{toxic.name}", missing_ok=True)
+                await api.call("POST", "/toxics", toxic.to_json())
+            case AddRule(rule):
+                await api.call("POST", "/ws/rules", dict(rule))
+            case ResetConnections():
+                await api.call("POST", "/connections/reset")
+            case InjectClose(toward, code, reason):
+                await api.call(
+                    "POST", "/ws/close", {"toward": toward, "code": code, "reason": reason}
+                )
+            case _:
+                raise BackendError(f"the fault proxy cannot carry out {op}")
 
 
 # The interface that carries the agent's address (it is re-created, with a new
@@ -248,12 +194,8 @@ class LinkShaper:
         if self.netem is not None:
             await self.delay(self.netem)
 
-    async def loss(self, params: dict[str, Any]) -> None:
-        percent = float(params.get("percent", params.get("loss_percent", 0)))
-        if not 0 <= percent <= 100:
-            raise BackendError(f"loss percent must be within 0..100, got {percent}")
+    async def loss(self, percent: float, direction: str) -> None:
         probability = f"{percent / 100:.4f}"
-        direction = params.get("direction", "both")
         script = "set -e\n" + _LOSS_CHAINS
         statistic = f"-m statistic --mode random --probability {probability} -j DROP"
         if direction in ("both", "to_hub"):

@@ -59,7 +59,8 @@ code { font: 11px/1.3 ui-monospace, Menlo, Consolas, monospace; }
 .op.missing { fill: url(#tb-missing); stroke: #c62828; stroke-dasharray: 3 2; }
 .missing-line { fill: #f3b1ad; }
 .op-missing .glyph, .stray .glyph { fill: #c62828; font-weight: 700; }
-.fault { fill: #7e57c2; }
+.fault { fill: #7e57c2; } .fault-at .glyph { fill: #7e57c2; font-weight: 700; }
+.hub-down { fill: #bdbdbd; } .down { fill: url(#tb-hatch); opacity: .6; }
 .shade { fill: #7e57c2; opacity: .13; }
 .paused { fill: url(#tb-hatch); }
 .hatch-line { fill: #8a8f98; opacity: .35; }
@@ -144,12 +145,26 @@ JS = """
       rows.get(el.dataset.k).push(el);
     }
     for (const els of rows.values()) {
-      els.sort((a, b) => (+a.dataset.t0 - +b.dataset.t0) || (+a.dataset.t1 - +b.dataset.t1));
+      els.sort((a, b) => (+a.dataset.t0 - +b.dataset.t0) || (+a.dataset.t1 - +b.dataset.t1) ||
+        (+a.dataset.o - +b.dataset.o) ||
+        (a.textContent < b.textContent ? -1 : a.textContent > b.textContent ? 1 : 0));
+      const taken = [];
       let last = -Infinity;
+      for (const el of els) {  // kept labels (exit codes, refusals): always shown
+        if (!el.dataset.keep) continue;
+        const pt = el.dataset.kind === 'pt';
+        const x = Math.max(X(+el.dataset.t0) + (pt ? 9 : 3), last + 4);
+        last = x + el.textContent.length * CH;
+        taken.push([x, last]);
+        el.classList.remove('hid');
+        el.setAttribute('transform', `translate(${fmt(x)},${el.dataset.y})`);
+      }
+      last = -Infinity;
       for (const el of els) {
+        if (el.dataset.keep) continue;
         const w = el.textContent.length * CH, pt = el.dataset.kind === 'pt';
         const x = X(+el.dataset.t0) + (pt ? 9 : 3);
-        let ok = x >= last + 4;
+        let ok = x >= last + 4 && taken.every(([a, b]) => x + w + 4 <= a || x >= b + 4);
         if (!pt) ok = ok && (+el.dataset.t1 - +el.dataset.t0) * scale >= w + 6;
         if (ok) last = x + w;
         el.classList.toggle('hid', !ok);

@@ -30,7 +30,9 @@ from tetherbed.simulator.checkers.evidence.records import (
 )
 from tetherbed.simulator.checkers.single_owner import OwnerInterval, owner_intervals
 from tetherbed.simulator.checkers.verdict import Verdict
+from tetherbed.simulator.faults import INSTANT_FAULTS
 from tetherbed.simulator.history import History, Record
+from tetherbed.wire.codes import CloseCode
 
 #: Routine shapes drawn one by one per lane; beyond this they become a density strip.
 BULK_LIMIT = 1500
@@ -74,7 +76,22 @@ _GLYPHS = {
     "expect_failed": "✘",
     "assert_failed": "✘",
     "final_file": "▤",
+    "fault_start": "✦",
 }
+#: Agent and hub events whose label a reader needs without hovering.
+_KEPT = frozenset(
+    {
+        "exited",
+        "killed",
+        "stop",
+        "fatal_close",
+        "revoked",
+        "refused",
+        "takeover_rejected",
+        "revoke",
+        "shutdown_close",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +114,8 @@ class Shape:
     #: Owner intervals: colour by session (-1: none).
     palette: int = -1
     bulk: bool = False
+    #: The label is always shown (exit codes, refusals): others make room for it.
+    keep: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +233,17 @@ class _Builder:
                 self.by_process[record.process].append(record)
         for process in self.by_process:
             self.lanes[process] = Lane(process)
+        self.agent_of_conn = _agents_by_connection(records)
+        self.hub_down = _hub_down(self.by_process.get("hub", []), end)
+
+    def who(self, conn: object) -> str:
+        """A hub connection as a person knows it: the agent's name, then the id."""
+        name = self.agent_of_conn.get(conn) if isinstance(conn, str) else None
+        return f"{name} ({conn})" if name else str(conn)
+
+    def who_short(self, conn: object) -> str:
+        name = self.agent_of_conn.get(conn) if isinstance(conn, str) else None
+        return name or str(conn)
 
     def lane_list(self) -> list[Lane]:
         return [self.lanes[name] for name in sorted(self.lanes, key=lane_order)]
@@ -224,6 +254,7 @@ class _Builder:
     def mark(self, record: Record, row: int = 0, label: str = "", **extra: object) -> None:
         css = str(extra.pop("css", f"ev ev-{record.f}"))
         bulk = bool(extra.pop("bulk", False))
+        keep = bool(label) and record.f in _KEPT and record.process != "runner"
         self.add(
             Shape(
                 lane=record.process,
@@ -237,6 +268,7 @@ class _Builder:
                 records=(record.index,),
                 glyph=_GLYPHS.get(record.f, "•"),
                 bulk=bulk,
+                keep=keep,
             )
         )
 
@@ -256,11 +288,18 @@ class _Builder:
             value = fields(record)
             label = ""
             if record.f == "takeover_rejected":
-                label = f"4427 → {value.get('conn')}"
+                code = int(CloseCode.SESSION_TAKEN_OVER)
+                label = f"{code} → {self.who_short(value.get('conn'))}"
+                if value.get("owner"):
+                    label += f" (owner {self.who_short(value.get('owner'))})"
             elif record.f == "refused":
-                label = f"refused {value.get('conn')} ({value.get('code')})"
+                label = f"refused {self.who_short(value.get('conn'))}: {value.get('code')}"
+                if value.get("reason"):
+                    label += f" {value.get('reason')}"
             elif record.f in ("revoke", "pong_timeout", "shutdown_close"):
-                label = f"{record.f} {value.get('conn')}"
+                label = f"{record.f} {self.who_short(value.get('conn'))}"
+            elif record.f in ("killed", "exited"):
+                label = ""  # the "hub down" bar says it
             elif record.f in NOTABLE_HUB or record.f in _GLYPHS:
                 label = record.f
             if record.f != "takeover":
@@ -284,21 +323,52 @@ class _Builder:
             next_row += depth
         lane.rows = next_row
         self._takeovers(records, intervals, row_of)
+        for down, up in self.hub_down:
+            why = "killed" if down.f == "killed" else f"exited {fields(down).get('code')}"
+            until = "until the end" if up is None else "until restarted"
+            self.add(
+                Shape(
+                    "hub",
+                    0,
+                    time_of(down),
+                    self._end(up),
+                    "bar",
+                    "hub-down",
+                    label=f"hub down ({why})",
+                    tip=f"the hub is down ({why}) {until}",
+                    records=(down.index,) + (() if up is None else (up.index,)),
+                    keep=True,
+                )
+            )
+            self.add(
+                Shape(
+                    "hub", -1, time_of(down), self._end(up), "hatch", "down", records=(down.index,)
+                )
+            )
 
     def _owner(self, interval: OwnerInterval, row: int, palette: int) -> None:
         closing = interval.end
         records = (interval.start.index,) + (() if closing is None else (closing.index,))
         how = "still owner at the end" if closing is None else f"until {closing.f}"
+        finish = self._end(closing)
+        begin = time_of(interval.start)
+        # A dead hub owns nothing: the interval ends when the hub went down.
+        for down, _ in self.hub_down:
+            if begin <= time_of(down) < finish:
+                finish, how = time_of(down), f"until the hub went down ({down.f})"
+                records = (*records, down.index)
+                closing = down
+                break
         self.add(
             Shape(
                 lane="hub",
                 row=row,
-                start=time_of(interval.start),
-                end=self._end(closing),
+                start=begin,
+                end=finish,
                 kind="bar",
                 css="owner" + (" open" if closing is None else ""),
-                label=interval.conn,
-                tip=f"{interval.conn} owns {interval.session} ({how})",
+                label=self.who(interval.conn),
+                tip=f"{self.who(interval.conn)} owns {interval.session} ({how})",
                 records=records,
                 palette=palette,
             )
@@ -329,8 +399,8 @@ class _Builder:
                     end=at,
                     kind="mark",
                     css="takeover silent" if silent else "takeover",
-                    label=f"{kind} {old}→{new}",
-                    tip=f"{kind}: {old} → {new}",
+                    label=f"{kind} {self.who_short(old)}→{self.who_short(new)}",
+                    tip=f"{kind}: {self.who(old)} → {self.who(new)}",
                     records=(record.index,),
                     glyph=_GLYPHS["takeover"],
                 )
@@ -344,7 +414,7 @@ class _Builder:
                         end=at,
                         kind="arrow",
                         css="takeover-arrow silent" if silent else "takeover-arrow",
-                        tip=f"{kind}: {old} → {new}",
+                        tip=f"{kind}: {self.who(old)} → {self.who(new)}",
                         records=(record.index,),
                         to_row=new_row,
                     )
@@ -376,7 +446,8 @@ class _Builder:
     def agents(self, history: History) -> None:
         frozen = pauses(history)
         for process in sorted(p for p in self.by_process if is_agent(p)):
-            self.lanes[process].row_titles = ["connections"]
+            self.lanes[process].rows = 2
+            self.lanes[process].row_titles = ["connections", "lifecycle"]
             self._agent(process, self.by_process[process])
         for process in sorted(frozen):
             if process not in self.lanes:
@@ -499,15 +570,17 @@ class _Builder:
                 label = record.f
                 if record.f == "stop":
                     label = f"stop {value.get('exit_code')}"
+                    if value.get("reason"):
+                        label += f": {value.get('reason')}"
                 elif record.f == "exited":
                     label = f"exit {value.get('code')}"
-                self.mark(record, label=label)
+                self.mark(record, row=1, label=label)
             elif record.f == "fatal_close":
-                self.mark(record, label=f"fatal {value.get('code')}")
+                self.mark(record, row=1, label=f"fatal {value.get('code')}")
             elif record.f == "revoked":
-                self.mark(record, label=f"revoked ({value.get('reason')})")
+                self.mark(record, row=1, label=f"revoked ({value.get('reason')})")
             elif record.f in ("started", "paused", "resumed"):
-                self.mark(record, label=record.f)
+                self.mark(record, row=1, label=record.f)
             else:
                 self.mark(record, bulk=True)
         close(None, "still connected at the end")
@@ -592,6 +665,11 @@ class _Builder:
         for record in self.by_process["fault"]:
             if record.index not in paired:
                 self.mark(record, label=record.f)
+        # An instant fault (a reset, an injected close) happens at one time:
+        # a point, not a period that lasts until the next `clear`.
+        for period in [p for p in periods if fields(p.start).get("kind") in INSTANT_FAULTS]:
+            self.mark(period.start, label=f"{period.kind} {period.target}".strip(), css="fault-at")
+        periods = [p for p in periods if fields(p.start).get("kind") not in INSTANT_FAULTS]
         tracks = pack([(time_of(p.start), self._end(p.end)) for p in periods])
         lane = self.lanes["fault"]
         lane.rows = max(tracks, default=0) + 1
@@ -658,6 +736,45 @@ class _Builder:
             if lane_order(process)[0] == 5:
                 for record in records:
                     self.mark(record, label=record.f, bulk=True)
+
+
+def _agents_by_connection(records: list[Record]) -> dict[str, str]:
+    """Hub connection id → agent name: from the agent's own `connected`, else
+    from the machine a hub event names when only one agent runs on it."""
+    names: dict[str, str] = {}
+    on_machine: dict[str, set[str]] = defaultdict(set)
+    for record in records:
+        if not is_agent(record.process):
+            continue
+        name = record.process.split(":", 1)[1]
+        if isinstance(record.machine, str):
+            on_machine[record.machine].add(name)
+        conn = text(fields(record).get("conn"))
+        if record.f == "connected" and conn:
+            names.setdefault(conn, name)
+    for record in records:
+        conn = text(fields(record).get("conn"))
+        agents = on_machine.get(record.machine) if isinstance(record.machine, str) else None
+        if record.process == "hub" and conn and conn not in names and agents and len(agents) == 1:
+            names[conn] = next(iter(agents))
+    return names
+
+
+def _hub_down(records: list[Record], end: float) -> list[tuple[Record, Record | None]]:
+    """When the hub process was down: from killed/exited to the next start."""
+    periods: list[tuple[Record, Record | None]] = []
+    down: Record | None = None
+    for record in records:
+        if not is_event(record):
+            continue
+        if record.f in ("killed", "exited") and down is None:
+            down = record
+        elif record.f == "started" and down is not None:
+            periods.append((down, record))
+            down = None
+    if down is not None:
+        periods.append((down, None))
+    return periods
 
 
 def _fold_bulk(shapes: list[Shape], start: float, end: float, flagged: set[int]) -> list[Shape]:

@@ -42,6 +42,8 @@ _LEGEND = (
     ("op info", "bar", "outcome unknown"),
     ("op missing", "bar", "no answer by the end"),
     ("shade", "bar", "fault active"),
+    ("fault-at", "glyph:✦", "instant fault (reset, injected close)"),
+    ("hub-down", "bar", "hub down (killed or exited)"),
     ("paused", "bar", "process paused"),
     ("flagged op ok", "bar", "blamed by a checker"),
 )

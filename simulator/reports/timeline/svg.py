@@ -300,6 +300,10 @@ class _Label:
     y: float
     kind: str  # "pt": after a point; "bar": inside a bar
     css: str
+    #: Always shown; moved right past the kept label before it if they would overlap.
+    keep: bool = False
+    #: The history index it comes from: labels at one time keep the history's order.
+    order: int = 0
 
 
 def _labels(shapes: list[Shape], geo: Geometry, flagged: set[int]) -> list[str]:
@@ -311,7 +315,9 @@ def _labels(shapes: list[Shape], geo: Geometry, flagged: set[int]) -> list[str]:
         css = "lbl" + (" bad" if flagged.intersection(shape.records) else "")
         kind = "pt" if shape.kind == "mark" else "bar"
         y = geo.row_y(shape.lane, shape.row) + 13
-        label = _Label(shape.start, shape.end, _clip(shape.label, 48), y, kind, css)
+        text = _clip(shape.label, 48)
+        order = min(shape.records, default=0)
+        label = _Label(shape.start, shape.end, text, y, kind, css, keep=shape.keep, order=order)
         rows[f"{shape.lane}/{shape.row}"].append(label)
     parts = []
     for k in sorted(rows):
@@ -320,20 +326,39 @@ def _labels(shapes: list[Shape], geo: Geometry, flagged: set[int]) -> list[str]:
 
 
 def _label_row(k: str, labels: list[_Label], geo: Geometry) -> list[str]:
-    """Greedy, left to right: a label shows when it fits and clears the previous one."""
-    parts = []
+    """Kept labels first, left to right, each moved right past the one before if
+    need be; then the others, greedy, each shown when it fits and clears both the
+    label before it and every kept one. The page's script applies the same rule."""
+    ordered = sorted(labels, key=lambda lb: (lb.start, lb.end, lb.order, lb.text))
+    placed: dict[int, tuple[float, bool]] = {}
+    taken: list[tuple[float, float]] = []
     last_end = -math.inf
-    for label in sorted(labels, key=lambda lb: (lb.start, lb.end, lb.text)):
+    for i, label in enumerate(ordered):
+        if label.keep:
+            x = max(geo.x(label.start) + (9 if label.kind == "pt" else 3), last_end + 4)
+            last_end = x + len(label.text) * CHAR_W
+            placed[i] = (x, True)
+            taken.append((x, last_end))
+    last_end = -math.inf
+    for i, label in enumerate(ordered):
+        if label.keep:
+            continue
         width = len(label.text) * CHAR_W
         x = geo.x(label.start) + (9 if label.kind == "pt" else 3)
-        visible = x >= last_end + 4
+        visible = x >= last_end + 4 and all(x + width + 4 <= a or x >= b + 4 for a, b in taken)
         if label.kind == "bar":
             visible = visible and (label.end - label.start) * geo.scale >= width + 6
         if visible:
             last_end = x + width
+        placed[i] = (x, visible)
+    parts = []
+    for i, label in enumerate(ordered):
+        x, visible = placed[i]
         css = label.css + ("" if visible else " hid")
+        keep = ' data-keep="1"' if label.keep else ""
         parts.append(
-            f'<text class="{css}" data-k="{attr(k)}" data-kind="{label.kind}" '
+            f'<text class="{css}" data-k="{attr(k)}" data-kind="{label.kind}"{keep} '
+            f'data-o="{label.order}" '
             f'data-t0="{num(label.start)}" data-t1="{num(label.end)}" data-y="{num(label.y)}" '
             f'transform="translate({num(x)},{num(label.y)})">{escape(label.text)}</text>'
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from typing import Any
@@ -137,12 +138,18 @@ def test_no_secret_reaches_the_details_of_any_request(kind: MessageType) -> None
 def test_file_write_records_the_byte_length_never_the_content() -> None:
     utf8 = audit_details(T.FILE_WRITE, {"path": "/a", "content": "héllo wörld"})
     assert utf8 == {"path": "/a", "content_bytes": 13}
-    for content in ("aGVsbG8=", "aGVsbG8", "aGVs\nbG8="):
+    for content in ("aGVsbG8=", "aGVsbG8", "aGVs\nbG8=", "aGVsbG8=\r\n", " aGVs bG8 = "):
         details = audit_details(
             T.FILE_WRITE, {"path": "/b", "content": content, "encoding": "base64"}
         )
         assert details["content_bytes"] == 5, content
         assert "content" not in details
+    for data in (b"", b"a", b"ab", b"abc", bytes(range(256)) * 3):
+        content = base64.b64encode(data).decode()
+        details = audit_details(
+            T.FILE_WRITE, {"path": "/b", "content": content, "encoding": "base64"}
+        )
+        assert details["content_bytes"] == len(data), content
 
 
 def test_execute_command_records_the_env_count_only() -> None:

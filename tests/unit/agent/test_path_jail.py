@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -247,6 +248,54 @@ def test_file_swapped_for_a_symlink_after_resolution_is_refused(
     (arena["root"] / "file.txt").unlink()
     (arena["root"] / "file.txt").symlink_to(arena["outside"] / "secret.txt")
     assert error_of(jail.open_entry, canonical, "file.txt", os.O_RDONLY).code == OUTSIDE
+
+
+def _swap_for_link(arena: dict[str, Path], name: str) -> None:
+    """Replace the directory `name` in the root by a symlink to the outside tree."""
+    os.rename(arena["root"] / name, arena["tmp"] / f"{name}-moved-away")
+    (arena["root"] / name).symlink_to(arena["outside"])
+
+
+def test_working_directory_swapped_before_it_is_opened_is_refused(
+    arena: dict[str, Path], jail: PathJail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race of EXECUTE_COMMAND, made deterministic: the swap lands right
+    after the path was resolved, before the directory is opened."""
+    resolve = jail.resolve_directory
+
+    def resolve_then_swap(wire_path: str | None) -> str:
+        canonical = resolve(wire_path)
+        _swap_for_link(arena, "sub")
+        return canonical
+
+    monkeypatch.setattr(jail, "resolve_directory", resolve_then_swap)
+    error = error_of(jail.open_working_directory, "sub")
+    assert error.code == OUTSIDE
+    assert error.details is not None and error.details["reason"] == "changed_during_operation"
+
+
+def test_a_command_runs_in_the_held_directory_whatever_the_path_becomes(
+    arena: dict[str, Path], jail: PathJail
+) -> None:
+    with jail.working_directory("sub") as cwd:
+        assert cwd.startswith("/proc/self/fd/")
+        _swap_for_link(arena, "sub")  # after the check, before the child starts
+        ran_in = subprocess.run(["pwd", "-P"], cwd=cwd, capture_output=True, text=True, check=True)
+    assert ran_in.stdout.strip() == str(arena["tmp"] / "sub-moved-away")
+
+
+def test_symlink_swapped_back_to_a_directory_mid_walk_is_typed(
+    arena: dict[str, Path], jail: PathJail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """lstat saw a symlink, readlink then found none (EINVAL): a swap, not an OS failure."""
+
+    def no_longer_a_link(path: str) -> str:
+        raise OSError(errno.EINVAL, "Invalid argument", path)
+
+    monkeypatch.setattr(os, "readlink", no_longer_a_link)
+    error = error_of(jail.resolve_existing, "link-in")
+    assert error.code == OUTSIDE
+    assert error.details is not None and error.details["reason"] == "changed_during_operation"
 
 
 def test_symlink_planted_where_a_parent_will_be_created_is_refused(

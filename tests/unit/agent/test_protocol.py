@@ -201,23 +201,39 @@ def test_periodic_status_every_interval() -> None:
 
 
 @pytest.mark.parametrize(
-    ("frame", "code"),
+    ("frame", "code", "reason_code"),
     [
-        (b"{oops", "INVALID_MESSAGE"),
-        (b'{"type":"WARP","id":"x","payload":{}}', "UNKNOWN_MESSAGE_TYPE"),
-        (b'{"type":"FILE_READ","id":"x","payload":{"path":1}}', "INVALID_MESSAGE"),
-        (b'{"type":"SCREENSHOT_REQUEST","id":"x","payload":{}}', "CAPABILITY_NOT_GRANTED"),
-        (b'{"type":"START_RECORDING","id":"x","payload":{}}', "CAPABILITY_NOT_GRANTED"),
-        (b'{"type":"DIRECTORY_LIST_REQUEST","id":"x","payload":{}}', "MESSAGE_NOT_ALLOWED"),
-        (b'{"type":"COMMAND_RESULT","id":"x","payload":{}}', "MESSAGE_NOT_ALLOWED"),
+        (b"{oops", "INTERNAL_ERROR", "INVALID_MESSAGE"),
+        (b'{"type":"WARP","id":"x","payload":{}}', "FEATURE_NOT_SUPPORTED", "UNKNOWN_MESSAGE_TYPE"),
+        (
+            b'{"type":"FILE_READ","id":"x","payload":{"path":1}}',
+            "INTERNAL_ERROR",
+            "INVALID_MESSAGE",
+        ),
+        (b'{"type":"SCREENSHOT_REQUEST","id":"x","payload":{}}', "CAPABILITY_NOT_GRANTED", None),
+        (b'{"type":"START_RECORDING","id":"x","payload":{}}', "CAPABILITY_NOT_GRANTED", None),
+        (
+            b'{"type":"DIRECTORY_LIST_REQUEST","id":"x","payload":{}}',
+            "FEATURE_NOT_SUPPORTED",
+            "MESSAGE_NOT_ALLOWED",
+        ),
+        (
+            b'{"type":"COMMAND_RESULT","id":"x","payload":{}}',
+            "FEATURE_NOT_SUPPORTED",
+            "MESSAGE_NOT_ALLOWED",
+        ),
     ],
 )
-def test_bad_frames_get_typed_errors_and_never_crash(frame: bytes, code: str) -> None:
+def test_bad_frames_get_typed_errors_and_never_crash(
+    frame: bytes, code: str, reason_code: str | None
+) -> None:
+    """Typed with a spec code; the precise reason rides in `details.reason_code`."""
     proto, _ = open_proto()
     (answer,) = proto.receive(frame)
     decoded_answer = decoded(answer)
     assert decoded_answer["type"] == "ERROR"
     assert decoded_answer["payload"]["code"] == code
+    assert decoded_answer["payload"].get("details", {}).get("reason_code") == reason_code
     assert proto.state is State.OPEN
     assert not proto.in_flight
 
@@ -233,7 +249,11 @@ def test_duplicate_in_flight_id_is_refused() -> None:
     proto, _ = open_proto()
     request(proto, "FILE_READ", "same", path="a")
     (answer,) = request(proto, "FILE_READ", "same", path="b")
-    assert decoded(answer)["payload"]["code"] == "DUPLICATE_REQUEST_ID"
+    payload = decoded(answer)["payload"]
+    assert (payload["code"], payload["details"]["reason_code"]) == (
+        "INTERNAL_ERROR",
+        "DUPLICATE_REQUEST_ID",
+    )
 
 
 def test_frame_with_another_major_is_dropped() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.unit.simulator.wire_histories import Scribe
 from tetherbed.simulator.checkers import backoff_bounds
 from tetherbed.simulator.history import History, Record
-from tetherbed.wire.reconnect import delay_bounds
+from tetherbed.wire.backoff import BackoffSchedule
 
 
 def outage(s: Scribe, delays: list[float], *, node: str = "w", start: float = 0.0) -> list[Record]:
@@ -28,9 +28,10 @@ def test_the_spec_schedule_passes_up_to_the_cap() -> None:
 
 
 def test_the_bounds_come_from_the_spec() -> None:
-    assert delay_bounds(0) == (1.0, 6.0)
-    assert delay_bounds(5) == (32.0, 37.0)
-    assert delay_bounds(6) == delay_bounds(600) == (60.0, 65.0)
+    bounds = BackoffSchedule().bounds
+    assert bounds(0) == (1.0, 6.0)
+    assert bounds(5) == (32.0, 37.0)
+    assert bounds(6) == bounds(600) == (60.0, 65.0)
 
 
 def test_a_delay_too_short_for_its_attempt_is_named() -> None:

@@ -60,7 +60,7 @@ def test_a_crashing_checker_fails_alone(monkeypatch: pytest.MonkeyPatch) -> None
 
     monkeypatch.setitem(CHECKERS, "single_owner", broken)
     verdicts = run_checkers(History(), ["single_owner", "exactly_one_answer"])
-    assert verdicts[0].crashed and verdicts[0].status == "error"
+    assert verdicts[0].error is not None and verdicts[0].status == "error"
     assert "RuntimeError: boom" in verdicts[0].summary
     assert verdicts[1].unknown
 

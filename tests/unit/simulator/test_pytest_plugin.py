@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tetherbed.simulator.runner import StepFailed
+from tetherbed.simulator.scenario import ScenarioError
 from tetherbed.simulator.testbed import Testbed
 
 
@@ -18,7 +19,7 @@ def test_the_owner_keeps_serving_when_another_machine_claims_the_session(
     answer = hub.request("alice", "EXECUTE_COMMAND", {"command": "echo mine"})
     assert answer.type == "ok" and answer.value["stdout"] == "mine\n"
     verdicts = hub.check()
-    assert [v.name for v in verdicts if v.failed or v.crashed] == []
+    assert [v.name for v in verdicts if v.failed or v.error is not None] == []
     judged = {v.name for v in verdicts if v.ok}
     assert {"single_owner", "exactly_one_answer", "no_reconnect_after_fatal"} <= judged
 
@@ -52,3 +53,38 @@ def test_checkers_see_a_broken_hub(topology, hub: Testbed, agent) -> None:
     agent("b", machine="b", session="s")
     failing = {v.name for v in hub.check() if not v.ok}
     assert "single_owner" in failing
+
+
+def test_unknown_fixture_keywords_are_refused_naming_the_key(topology, hub: Testbed, agent) -> None:
+    with pytest.raises(ScenarioError, match=r"options: unknown key 'shel' \(did you mean 'shell'"):
+        agent("laptop", session="s", shel=True)
+    with pytest.raises(ScenarioError, match=r"unknown key 'latency' \(did you mean 'latency_ms'"):
+        agent("box", session="s")
+        hub.fault("box", "latency", latency=300)
+    with pytest.raises(ScenarioError, match=r"within: expected a number of seconds, got '10s'"):
+        hub.expect(agent="box", state="connected", within="10s")
+
+
+def test_an_unknown_marker_option_errors_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.tetherbed(hub={"ping_intervl": 5})
+        def test_typo(hub):
+            pass
+
+        @pytest.mark.tetherbed(hubb={})
+        def test_unknown_keyword(hub):
+            pass
+        """
+    )
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:xdist")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*topology.hub.options: unknown key 'ping_intervl' (did you mean 'ping_interval'?)*",
+            "*@pytest.mark.tetherbed: unknown keyword 'hubb'; allowed: hub*",
+        ]
+    )

@@ -293,3 +293,83 @@ def test_the_script_zooms_locates_and_explains(tmp_path: Path) -> None:
     assert out["pulsed"] >= 1
     assert '"process":' in out["tip"] or '"process": ' in out["tip"]
     assert out["ticks"] >= 2
+
+
+# --- readable without hovering ----------------------------------------------------
+
+
+def fight() -> History:
+    """laptop-b's agent is refused (4427) while laptop-a owns s1; a reset; the hub is killed."""
+    h = History()
+
+    def e(t: float, process: str, f: str, machine: str | None = None, **value: object) -> None:
+        h.append(t, process, "event", f, value, session="s1", machine=machine)
+
+    e(0, "hub", "started")
+    e(0.1, "agent:laptop-a", "attempt", "laptop-a", attempt=0)
+    e(0.2, "hub", "hello", "laptop-a", conn="c1")
+    e(0.2, "hub", "ack", "laptop-a", conn="c1", control=False)
+    e(0.2, "agent:laptop-a", "connected", "laptop-a", conn="c1")
+    e(1.0, "agent:laptop-b", "attempt", "laptop-b", attempt=0)
+    e(1.1, "hub", "hello", "laptop-b", conn="c2")
+    e(1.1, "hub", "takeover_rejected", "laptop-b", conn="c2", owner="c1")
+    e(1.1, "agent:laptop-b", "fatal_close", "laptop-b", code=4427)
+    e(
+        1.1,
+        "agent:laptop-b",
+        "stop",
+        "laptop-b",
+        exit_code=27,
+        reason="session taken over (another machine owns it)",
+    )
+    e(1.2, "agent:laptop-b", "exited", "laptop-b", code=27)
+    e(2.0, "fault", "fault_start", kind="reset", target="laptop-a")
+    e(2.0, "agent:laptop-a", "lost", "laptop-a", code=None, handshake=True)
+    e(2.5, "agent:laptop-a", "attempt", "laptop-a", attempt=0)
+    e(2.6, "hub", "ack", "laptop-a", conn="c3", control=False)
+    e(2.6, "agent:laptop-a", "connected", "laptop-a", conn="c3")
+    e(4.0, "hub", "killed")
+    e(9.0, "fault", "fault_stop", kind="faults", target="all")
+    e(10.0, "runner", "note", text="the end")
+    return h
+
+
+def labels_of(timeline, lane: str) -> list[str]:  # type: ignore[no-untyped-def]
+    return [s.label for s in timeline.shapes if s.lane == lane and s.label]
+
+
+def test_owners_are_labelled_with_agent_names_not_connection_ids() -> None:
+    timeline = build_timeline(fight(), [])
+    owners = [s for s in timeline.shapes if s.lane == "hub" and s.css.startswith("owner")]
+    assert [s.label for s in owners] == ["laptop-a (c1)", "laptop-a (c3)"]
+    hub_labels = labels_of(timeline, "hub")
+    assert any("laptop-b" in label and "4427" in label for label in hub_labels), hub_labels
+
+
+def test_exit_codes_and_refusals_are_labelled_and_always_shown() -> None:
+    timeline = build_timeline(fight(), [])
+    agent = labels_of(timeline, "agent:laptop-b")
+    assert "fatal 4427" in agent and "exit 27" in agent
+    assert any(label.startswith("stop 27: session taken over") for label in agent)
+    kept = [s for s in timeline.shapes if s.keep]
+    assert {s.label for s in kept} >= {"fatal 4427", "exit 27"}
+    page = render_timeline(fight(), [], "fight")
+    for text in ("exit 27", "fatal 4427", "stop 27: session taken over"):
+        (element,) = re.findall(rf'<text class="([^"]*)"[^>]*>{re.escape(text)}[^<]*<', page)
+        assert "hid" not in element.split(), text
+
+
+def test_a_killed_hub_is_drawn_down_and_ends_its_owners() -> None:
+    timeline = build_timeline(fight(), [])
+    (down,) = [s for s in timeline.shapes if s.lane == "hub" and s.css == "hub-down"]
+    assert (down.start, down.end) == (4.0, timeline.end)
+    assert "down" in down.label
+    last_owner = [s for s in timeline.shapes if s.lane == "hub" and s.css.startswith("owner")][-1]
+    assert last_owner.end == 4.0
+
+
+def test_an_instant_fault_is_a_point_not_a_period() -> None:
+    timeline = build_timeline(fight(), [])
+    (reset,) = [s for s in timeline.shapes if s.lane == "fault" and "reset" in s.label]
+    assert reset.kind == "mark" and reset.start == reset.end == 2.0
+    assert not [shade for shade in timeline.shades if "reset" in shade.label]

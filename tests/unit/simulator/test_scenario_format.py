@@ -41,18 +41,24 @@ def test_defaults() -> None:
 @pytest.mark.parametrize(
     ("document", "fragment"),
     [
-        ({**BASE, "colour": "red"}, "unknown key"),
-        ({**BASE, "steps": []}, "steps"),
+        ({**BASE, "colour": "red"}, "unknown key 'colour'"),
+        ({**BASE, "steps": []}, "steps: expected a non-empty list"),
         (with_steps({"teleport": "a"}), "step 2: unknown step 'teleport'"),
-        (with_steps({"start": "nobody"}), "step 2: start needs"),
-        (with_steps({"send": {"client": "c", "id": "x", "type": "NOPE"}}), "not a message type"),
-        (with_steps({"send": {"client": "c", "type": "PING"}}), "needs an `id:`"),
-        (with_steps({"expect": {"agent": "ghost"}}), "undeclared agent"),
-        (with_steps({"fault": {"agent": "a"}}), "fault needs `kind:`"),
-        (with_steps({"wait": -1}), "wait takes"),
-        ({**BASE, "topology": {"agents": {"a": {}}}}, "`session` is required"),
-        ({**BASE, "topology": {"hub": {"options": {"max_concurrent": "4"}}}}, "must be int"),
-        ({**BASE, "topology": {"hub": {"options": {"turbo": True}}}}, "unknown option"),
+        (with_steps({"start": "nobody"}), "step 2 (start): no node (the hub or a declared agent)"),
+        (with_steps({"send": {"client": "c", "id": "x", "type": "NOPE"}}), "type: unknown value"),
+        (with_steps({"send": {"client": "c", "type": "PING"}}), "`id` is required"),
+        (with_steps({"expect": {"agent": "ghost", "state": "exited"}}), "no declared agent"),
+        (with_steps({"fault": {"agent": "a"}}), "step 2 (fault): `kind` is required"),
+        (with_steps({"wait": -1}), "step 2 (wait): must be at least 0"),
+        ({**BASE, "topology": {"agents": {"a": {}}}}, "topology.agents.a: `session` is required"),
+        (
+            {**BASE, "topology": {"hub": {"options": {"max_concurrent": "4"}}}},
+            "topology.hub.options.max_concurrent: expected an integer",
+        ),
+        (
+            {**BASE, "topology": {"hub": {"options": {"turbo": True}}}},
+            "topology.hub.options: unknown key 'turbo'",
+        ),
     ],
 )
 def test_bad_scenarios_say_where_and_why(document: dict, fragment: str) -> None:

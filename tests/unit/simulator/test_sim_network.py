@@ -9,7 +9,9 @@ import msgspec
 import pytest
 
 from tetherbed.runtime.transport import TransportClosed, UpgradeRefused
-from tetherbed.simulator.sim.network import Rule, SimEndpoint, SimNetwork
+from tetherbed.simulator.proxy.toxics import Toxic
+from tetherbed.simulator.proxy.ws.rules import MessageRule
+from tetherbed.simulator.sim.network import SimEndpoint, SimNetwork
 from tetherbed.simulator.virtual_time import run_virtual
 
 
@@ -32,7 +34,7 @@ def test_messages_arrive_in_order_after_the_latency() -> None:
     async def main() -> list[tuple[float, bytes]]:
         network = SimNetwork(random.Random(1))
         node, hub = await pair(network)
-        network.link("agent").latency = 0.5
+        network.add_toxic("agent", Toxic.create("latency", stream="upstream", latency=500))
         start = asyncio.get_running_loop().time()
         for i in range(5):
             await node.send(frame("X", i))
@@ -90,10 +92,9 @@ def test_rules_drop_duplicate_and_reorder_by_type() -> None:
     async def main() -> list[str]:
         network = SimNetwork(random.Random(1))
         node, hub = await pair(network)
-        link = network.link("agent")
-        link.rules.append(Rule("drop", frozenset({"PONG"}), "up", count=1))
-        link.rules.append(Rule("duplicate", frozenset({"DUP"}), "up"))
-        link.rules.append(Rule("reorder", frozenset({"FIRST"}), "up", count=1))
+        network.add_rule("agent", MessageRule("drop", "upstream", "PONG", count=1))
+        network.add_rule("agent", MessageRule("duplicate", "upstream", "DUP"))
+        network.add_rule("agent", MessageRule("reorder", "upstream", "FIRST", count=1))
         for kind in ("PONG", "PONG", "DUP", "FIRST", "SECOND"):
             await node.send(frame(kind))
         got = []

@@ -24,7 +24,7 @@ from tetherbed.simulator.scenario import parse
 
 UNKNOWN = Verdict("backoff_bounds", "unknown", "no evidence: no reconnect on the wire", [])
 PASSED = Verdict("single_owner", "pass", "fine", [])
-CRASHED = Verdict("file_contents", "error", "checker crashed: KeyError: 'x'", [])
+CRASHED = Verdict.crashed("file_contents", KeyError("x"))
 
 
 def result(verdicts: list[Verdict], *, strict: bool = False, skipped: int = 0) -> RunResult:
@@ -48,11 +48,11 @@ def test_unknown_passes_unless_strict_and_a_crash_is_an_error() -> None:
 
 def test_the_terminal_table_lists_unknowns_and_skipped_steps() -> None:
     text = render_table([result([PASSED, UNKNOWN], skipped=3)])
-    assert "Unknown (no evidence either way; --strict fails them):" in text
+    assert "Unknown (no evidence either way; not a pass under --strict):" in text
     assert "backoff_bounds: no evidence: no reconnect on the wire" in text
     assert "Not applicable to this target: 3 reference-only step(s) in 1 run(s)" in text
     crashed = render_table([result([CRASHED])])
-    assert "file_contents: checker crashed" in crashed
+    assert "checker file_contents crashed: KeyError: 'x'" in crashed
 
 
 def test_junit_carries_unknowns_as_properties_and_a_crash_as_an_error() -> None:
@@ -101,7 +101,7 @@ def test_a_crashing_checker_makes_the_run_an_error(
     monkeypatch.setitem(CHECKERS, "no_reconnect_after_fatal", broken)
     outcome = run_scenario(parse(SCENARIO), "sim", 1, tmp_path)
     assert outcome.verdict == "error" and not outcome.ok
-    assert outcome.verdicts[0].crashed
+    assert outcome.verdicts[0].error is not None
 
 
 def test_strict_fails_a_run_whose_checker_had_no_evidence(tmp_path: Path) -> None:

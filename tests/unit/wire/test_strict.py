@@ -121,6 +121,7 @@ def test_frame_envelope_rules() -> None:
     strict.check_frame(_frame({}), from_shim=False)
     with pytest.raises(strict.StrictViolation, match="pending_capacity"):
         strict.check_frame(_frame({}, pending_capacity=1), from_shim=False)
+    strict.check_frame(_frame({}, pending_capacity=None), from_shim=False)  # "or null"
     strict.check_frame(_frame({}, pending_capacity=1), from_shim=True)
     with pytest.raises(strict.StrictViolation, match="extra"):
         strict.check_frame(_frame({}, extra=1), from_shim=True)

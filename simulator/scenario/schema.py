@@ -1,0 +1,382 @@
+"""The scenario format as one declarative table (docs/scenarios.md explains it).
+
+Every key a scenario file may hold, at any depth, is written here with its
+type, default and backends; anything else is refused at load, naming file,
+step and key. To add a step, put it in `STEPS`; to add a fault kind, add it
+to `simulator/faults.py` (the `fault` step reads that table); to add a
+top-level section, put it in `SCENARIO`.
+
+Names a scenario declares (agents, clients, nodes, sessions) and names the
+project knows (checkers, message types, history events) are checked as
+references against a `Context` built from the file's own topology.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tetherbed.agent.config import AGENT_DEFECTS
+from tetherbed.hub.config import HUB_DEFECTS, OwnershipPolicy
+from tetherbed.simulator.checkers import CHECKERS, checker_options
+from tetherbed.simulator.faults import FAULT_KINDS
+from tetherbed.simulator.history import EVENTS
+from tetherbed.simulator.validation import (
+    Anything,
+    Boolean,
+    ByKey,
+    Field,
+    Integer,
+    ListOf,
+    Literal,
+    MapOf,
+    Number,
+    OneOf,
+    Record,
+    Ref,
+    SchemaError,
+    Spec,
+    Switch,
+    Tagged,
+    Text,
+    Where,
+    seconds,
+)
+from tetherbed.wire.codes import ErrorCode, ExtensionCode
+from tetherbed.wire.messages import MessageType
+
+BACKENDS = ("sim", "process", "docker")
+#: What `expect {agent: A, state: S}` can wait for.
+AGENT_STATES = ("connected", "disconnected", "running", "paused", "exited")
+#: What `assert {agent: A, status: S}` can check.
+NODE_STATUSES = ("not_started", "running", "paused", "exited")
+OUTCOMES = ("ok", "fail", "info")
+#: Checkers run when a scenario names none.
+DEFAULT_CHECKERS = (
+    "single_owner",
+    "exactly_one_answer",
+    "no_double_execution",
+    "no_reconnect_after_fatal",
+    "backoff_bounds",
+    "no_crossed_answers",
+    "file_contents",
+)
+
+MESSAGE_TYPES = tuple(t.value for t in MessageType)
+ERROR_CODES = tuple(c.value for c in ErrorCode) + tuple(c.value for c in ExtensionCode)
+EVENT_NAMES = tuple(sorted({name for names in EVENTS.values() for name in names}))
+
+_AGENT = Ref("agents", "declared agent")
+_CLIENT = Ref("clients", "declared client")
+_NODE = Ref("nodes", "node (the hub or a declared agent)")
+_WITHIN = Field(seconds(exclusive=True), doc="how long to wait (backend seconds; default 30)")
+_FIELDS = Field(Anything(mapping=True), doc="fields the record's value must have")
+_DIRECTION = Field(Text(("both", "to_hub", "from_hub")), default="both")
+_REFERENCE_ONLY = Field(
+    Boolean(),
+    doc="only Tetherbed's own parts can show it (journal events, exit codes): "
+    "not applicable to a third-party target (docs/scenarios.md)",
+)
+
+
+# --- topology -----------------------------------------------------------------------
+
+HUB_OPTIONS = Record(
+    {
+        "max_concurrent": Field(Integer(minimum=1)),
+        "max_file_size": Field(Integer(minimum=1)),
+        "command_timeout": Field(Integer(minimum=1)),
+        "ping_interval": Field(seconds(exclusive=True)),
+        "pong_timeout": Field(seconds(exclusive=True)),
+        "retry_window": Field(seconds()),
+        "queue_limit": Field(Integer(minimum=1)),
+        "ownership": Field(Text(tuple(p.value for p in OwnershipPolicy))),
+        "protocol_version": Field(Text()),
+        "defects": Field(ListOf(Text(tuple(sorted(HUB_DEFECTS))))),
+        # For a third-party hub (hub.url): {user: {agent: TOKEN, client: TOKEN}}.
+        "tokens": Field(
+            MapOf(Record({"agent": Field(Text(), True), "client": Field(Text(), True)})),
+            backends=frozenset({"process"}),
+        ),
+    },
+    noun="hub options",
+)
+
+AGENT_OPTIONS = Record(
+    {
+        "shell": Field(Boolean()),
+        "max_concurrent": Field(Integer(minimum=1)),
+        "protocol_version": Field(Text()),
+        "defects": Field(ListOf(Text(tuple(sorted(AGENT_DEFECTS))))),
+        "files": Field(MapOf(Text(nonempty=False)), doc="initial files: {path: content}"),
+    },
+    noun="agent options",
+)
+
+AGENT = Record(
+    {
+        "machine": Field(Text()),
+        "session": Field(Text(), required=True),
+        "user": Field(Text(), default="alice"),
+        "root": Field(Text()),
+        "options": Field(AGENT_OPTIONS, default={}),
+        "command": Field(ListOf(Text(), nonempty=True), backends=frozenset({"process", "docker"})),
+    },
+    noun="an agent",
+)
+
+CLIENT = Record(
+    {"session": Field(Text(), required=True), "user": Field(Text(), default="alice")},
+    noun="a client",
+)
+
+
+def _names_are_distinct(topology: dict[str, Any], where: Where) -> None:
+    agents, clients = topology.get("agents", {}), topology.get("clients", {})
+    if "hub" in agents:
+        raise SchemaError(where.key("agents").key("hub"), "'hub' is the hub's name")
+    clash = sorted(set(agents) & set(clients))
+    if clash:
+        raise SchemaError(where, f"names used for both an agent and a client: {clash}")
+
+
+TOPOLOGY = Record(
+    {
+        "hub": Field(
+            Record(
+                {
+                    "options": Field(HUB_OPTIONS, default={}),
+                    "url": Field(
+                        Text(),
+                        backends=frozenset({"process"}),
+                        doc="a third-party hub to test instead of the reference one",
+                    ),
+                },
+                noun="the hub",
+            ),
+            default={"options": {}},
+        ),
+        "agents": Field(MapOf(AGENT), default={}),
+        "clients": Field(MapOf(CLIENT), default={}),
+    },
+    noun="a topology with hub, agents, clients",
+    rules=(_names_are_distinct,),
+)
+
+
+# --- steps --------------------------------------------------------------------------
+
+
+def _fault_record(kind: str) -> Record:
+    params = FAULT_KINDS[kind].params
+    return Record({"agent": Field(_AGENT, required=True), **params}, noun=f"{kind} fault")
+
+
+FAULT = Switch(
+    "kind",
+    {kind: _fault_record(kind) for kind in FAULT_KINDS},
+    backends={kind: fault.backends for kind, fault in FAULT_KINDS.items()},
+)
+
+ONE_AGENT_OR_ALL = OneOf((Literal("all"), Record({"agent": Field(_AGENT, required=True)})))
+
+
+def _state_or_exit_code(args: dict[str, Any], where: Where) -> None:
+    if "state" not in args and "exit_code" not in args:
+        raise SchemaError(where, "expect {agent: ...} needs `state:` or `exit_code:`")
+
+
+EXPECT = ByKey(
+    {
+        "client": Record(
+            {
+                "client": Field(_CLIENT, required=True),
+                "id": Field(Text(), required=True),
+                "outcome": Field(Text(OUTCOMES)),
+                "type": Field(Text(MESSAGE_TYPES)),
+                "code": Field(Text(ERROR_CODES)),
+                "value": _FIELDS,
+                "within": _WITHIN,
+                "reference_only": _REFERENCE_ONLY,
+            },
+            noun="the completion of a request",
+        ),
+        "agent": Record(
+            {
+                "agent": Field(_AGENT, required=True),
+                "state": Field(Text(AGENT_STATES)),
+                "exit_code": Field(Integer()),
+                "within": _WITHIN,
+                "reference_only": _REFERENCE_ONLY,
+            },
+            noun="an agent's state",
+            rules=(_state_or_exit_code,),
+        ),
+        "event": Record(
+            {
+                "event": Field(Text(EVENT_NAMES), required=True),
+                "process": Field(Text()),
+                "session": Field(Text()),
+                "machine": Field(Text()),
+                "value": _FIELDS,
+                "since": Field(Text(("start",)), doc="`start`: the whole history"),
+                "within": _WITHIN,
+                "reference_only": _REFERENCE_ONLY,
+            },
+            noun="an event",
+        ),
+    }
+)
+
+
+def _one_bound(args: dict[str, Any], where: Where) -> None:
+    if not {"equals", "at_most", "at_least"} & set(args):
+        raise SchemaError(where, "assert {count: ...} needs `equals:`, `at_most:` or `at_least:`")
+
+
+def _content_or_exists(args: dict[str, Any], where: Where) -> None:
+    if "content" not in args and "exists" not in args:
+        raise SchemaError(where, "assert {file: ...} needs `content:` or `exists:`")
+
+
+ASSERT = ByKey(
+    {
+        "count": Record(
+            {
+                "count": Field(
+                    Record(
+                        {
+                            "event": Field(Text(EVENT_NAMES), required=True),
+                            "process": Field(Text()),
+                            "value": _FIELDS,
+                            "since_step": Field(Integer(minimum=0)),
+                        }
+                    ),
+                    required=True,
+                ),
+                "equals": Field(Integer(minimum=0)),
+                "at_most": Field(Integer(minimum=0)),
+                "at_least": Field(Integer(minimum=0)),
+                "reference_only": _REFERENCE_ONLY,
+            },
+            rules=(_one_bound,),
+        ),
+        "file": Record(
+            {
+                "file": Field(
+                    Record(
+                        {
+                            "agent": Field(_AGENT, required=True),
+                            "path": Field(Text(), required=True),
+                            "content": Field(Text(nonempty=False)),
+                            "exists": Field(Boolean()),
+                        },
+                        rules=(_content_or_exists,),
+                    ),
+                    required=True,
+                ),
+                "reference_only": _REFERENCE_ONLY,
+            }
+        ),
+        "agent": Record(
+            {
+                "agent": Field(_AGENT, required=True),
+                "status": Field(Text(NODE_STATUSES)),
+                "exit_code": Field(Integer()),
+                "reference_only": _REFERENCE_ONLY,
+            }
+        ),
+    }
+)
+
+#: Every step: its name → the spec of its argument.
+STEPS: Mapping[str, Spec] = {
+    "start": _NODE,
+    "stop": _NODE,
+    "kill": _NODE,
+    "restart": _NODE,
+    "pause": _NODE,
+    "resume": _NODE,
+    "partition": Record({"agent": Field(_AGENT, required=True), "direction": _DIRECTION}),
+    "heal": ONE_AGENT_OR_ALL,
+    "fault": FAULT,
+    "clear": ONE_AGENT_OR_ALL,
+    "send": Record(
+        {
+            "client": Field(_CLIENT, required=True),
+            "id": Field(Text(), required=True, doc="refers to the answer in `expect`"),
+            "type": Field(Text(MESSAGE_TYPES), required=True),
+            "payload": Field(Anything(mapping=True), default={}),
+        }
+    ),
+    "expect": EXPECT,
+    "wait": seconds(),
+    "assert": ASSERT,
+    "revoke": Ref("sessions", "session of a declared agent or client"),
+    "note": Text(),
+}
+STEP = Tagged(STEPS)
+
+
+# --- checkers -----------------------------------------------------------------------
+
+
+def _option_spec(default: Any) -> Spec:
+    if isinstance(default, bool):
+        return Boolean()
+    if isinstance(default, int | float):
+        return Number()
+    if isinstance(default, str):
+        return Text(nonempty=False)
+    return Anything()
+
+
+def _checker_record(name: str) -> Record:
+    options = checker_options(name)
+    return Record(
+        {option: Field(_option_spec(default)) for option, default in options.items()},
+        noun=f"options of {name}",
+    )
+
+
+class CheckerOptions(Spec):
+    """`checker_options: {checker: {option: value}}`, each checker's own options."""
+
+    def check(self, value: Any, where: Where, context: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise SchemaError(where, f"expected a mapping of checker to options, got {value!r}")
+        checked = {}
+        for name, options in value.items():
+            Ref("checkers", "checker").check(name, where.key(name), context)
+            checked[name] = _checker_record(name).check(options, where.key(name), context)
+        return checked
+
+    def describe(self) -> str:
+        return "a mapping of checker to its options"
+
+
+#: The checkers a scenario may name.
+CHECKER_NAMES = tuple(CHECKERS)
+
+
+# --- the whole file -----------------------------------------------------------------
+
+SCENARIO = Record(
+    {
+        "name": Field(Text(), required=True),
+        "description": Field(Text(nonempty=False), default=""),
+        "seed": Field(Integer(), default=1),
+        "timeout": Field(
+            seconds(exclusive=True), default=600.0, doc="backend seconds before it is an error"
+        ),
+        "backends": Field(ListOf(Text(BACKENDS), nonempty=True), default=list(BACKENDS)),
+        "checkers": Field(
+            ListOf(Ref("checkers", "checker"), nonempty=True), default=list(DEFAULT_CHECKERS)
+        ),
+        "checker_options": Field(CheckerOptions(), default={}),
+        "topology": Field(TOPOLOGY, required=True),
+        # Each step is checked against STEP once the topology's names are known.
+        "steps": Field(ListOf(Anything(), nonempty=True), required=True),
+    },
+    noun="a scenario",
+)
