@@ -2,8 +2,10 @@
 
 `MINIMAL_AGENT` is the independent agent through `--agent-command`;
 `TETHERBED_AGENT` is Tetherbed's own agent the same way (no journal, judged
-from the wire like any other); `standin_hub()` is the stand-in hub with its
-adapters.
+from the wire like any other), in its strict profile (`--strict-wire`: it
+drops, unanswered, any frame the public reference shim would, so a scenario
+that sent a field the spec does not name would hang); `standin_hub()` is the
+stand-in hub with its adapters.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ MINIMAL_AGENT = (
     "--max-concurrent {max_concurrent} --protocol-version {protocol_version}"
 )
 TETHERBED_AGENT = (
-    f"{PYTHON} -m tetherbed agent --hub {{hub_url}} --token {{token}} --session-id {{session}} "
+    f"{PYTHON} -m tetherbed agent --strict-wire --hub {{hub_url}} --token {{token}} "
+    "--session-id {session} "
     "--root {root} --machine-id {machine} --state-dir {state} {shell_flag} "
     "--max-concurrent {max_concurrent} --protocol-version {protocol_version}"
 )
