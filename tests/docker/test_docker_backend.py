@@ -59,8 +59,9 @@ def _leftovers(engine: docker.DockerClient) -> dict[str, list[str]]:
 
     return {
         "containers": [
-            c.name for c in engine.containers.list(all=True, filters={"label": RUN_LABEL})
-            if ours(c.labels)
+            c["Names"][0].lstrip("/")
+            for c in engine.api.containers(all=True, filters={"label": RUN_LABEL})
+            if ours(c.get("Labels"))
         ],
         "networks": [
             n.name for n in engine.networks.list(filters={"label": RUN_LABEL})
@@ -334,8 +335,14 @@ def test_sigterm_to_a_docker_run_removes_its_containers_and_networks(
     prefix = f"tb-{run.pid}-"
 
     def mine() -> list[str]:
-        listed = engine.containers.list(all=True, filters={"label": RUN_LABEL})
-        return [c.name for c in listed if c.labels.get(RUN_LABEL, "").startswith(prefix)]
+        # The low-level listing: one call, no inspect per container, so a
+        # container another test removes meanwhile cannot make it fail (404).
+        listed = engine.api.containers(all=True, filters={"label": RUN_LABEL})
+        return [
+            c["Names"][0].lstrip("/")
+            for c in listed
+            if (c.get("Labels") or {}).get(RUN_LABEL, "").startswith(prefix)
+        ]
 
     try:
         deadline = time.monotonic() + 180

@@ -249,7 +249,8 @@ def remove(container: DockerContainer | None) -> None:
 def sweep(client: docker.DockerClient, run: str, networks: RunNetworks | None) -> None:
     """Whatever of this run is still there (a failed start, an untracked container)."""
     selector = {"label": f"{RUN_LABEL}={run}"}
-    for container in client.containers.list(all=True, filters=selector):
+    # Sparse: no inspect per container, so one removed meanwhile is no 404.
+    for container in client.containers.list(all=True, filters=selector, sparse=True):
         with contextlib.suppress(Exception):
             container.remove(force=True, v=True)
     if networks is not None:
