@@ -9,7 +9,6 @@ each run has its own `{state}` folder, so cases never share a hub's state.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -199,6 +198,3 @@ class HubRunner:
         if self.process is None:
             raise TargetError(f"cannot {action} the hub: it is not running")
         return self.process
-
-    async def wait_exit(self, process: ManagedProcess) -> int:
-        return await asyncio.to_thread(process.proc.wait)

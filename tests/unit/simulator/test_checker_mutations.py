@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tetherbed.simulator.checkers.verdict import Verdict
+from tetherbed.simulator.proxy.ws.rules import MessageRule
 from tetherbed.simulator.testbed import Testbed, topology
 
 
@@ -203,3 +204,27 @@ def test_file_contents_catches_an_agent_that_acknowledges_lost_writes(
         assert {("runner", "final_file"), ("client:alice", "FILE_WRITE")} <= found
     finally:
         tb.close()
+
+
+def test_no_double_execution_catches_a_reissue_no_journal_mentions(tmp_path: Path) -> None:
+    """The network re-sends the command on the next connection (the proxy's
+    `reissue` rule, on sim): the hub's journal knows nothing of it."""
+    tb = bed(tmp_path, None, w={"session": "s", "options": {"shell": True}})
+    try:
+        tb.start("w")
+        tb.expect(agent="w", state="connected")
+        rule = MessageRule("reissue", stream="downstream", type="EXECUTE_COMMAND", count=1)
+        tb.backend.network.add_rule("w", rule)  # type: ignore[attr-defined]
+        assert (
+            tb.request("alice", "EXECUTE_COMMAND", {"command": "echo ran >> ran.txt"}).type == "ok"
+        )
+        tb.fault("w", "reset")
+        tb.wait(10)
+        verdict = judge(tb, "no_double_execution")
+        assert (tb.root("w") / "ran.txt").read_text().count("ran") == 2
+    finally:
+        tb.close()
+    assert verdict.failed
+    again = [e for e in verdict.evidence if e["role"].startswith("execution 2")]
+    assert again and again[0]["value"]["id"].endswith("-again")
+    assert not any(r.f == "retry" for r in tb.history if r.process == "hub")
