@@ -61,7 +61,7 @@ def test_a_crashing_checker_makes_the_run_an_error(
     crashed = next(v for v in result["verdicts"] if v["name"] == "single_owner")
     assert crashed["error"] == "RuntimeError: boom" and not crashed["ok"]
     other = next(v for v in result["verdicts"] if v["name"] == "exactly_one_answer")
-    assert other["ok"]
+    assert other["status"] in ("pass", "unknown") and "error" not in other
     out = capsys.readouterr().out
     assert "error" in out and "checker single_owner crashed: RuntimeError: boom" in out
     assert "fail" not in out.split("To replay:")[0].replace("0 fail", "")
