@@ -209,6 +209,8 @@ def why(result: RunResult) -> list[str]:
         lines.append(f"checker {verdict.name} crashed: {verdict.error}")
     if result.error is not None and not result.crashed_checkers:
         lines.append(_first_line(result.error))
+    if result.failure is not None:
+        lines.append(_first_line(result.failure))
     for verdict in result.failed_checkers:
         lines.append(f"{verdict.name}: {_cut(verdict.summary, 160)}")
         if verdict.evidence:
@@ -276,7 +278,6 @@ def _report(outcome: RunOutcome, report_dir: Path, replay_options: list[str]) ->
     folder.mkdir(parents=True, exist_ok=True)
     history_path = folder / "history.jsonl"
     outcome.history.write(history_path)
-    error = outcome.error or outcome.step_failure
     verdict = outcome.verdict
     write_timeline(
         folder / "timeline.html",
@@ -296,7 +297,8 @@ def _report(outcome: RunOutcome, report_dir: Path, replay_options: list[str]) ->
         verdict=verdict,
         seconds=round(outcome.seconds, 3),
         verdicts=outcome.verdicts,
-        error=error,
+        error=outcome.run_error,
+        failure=outcome.failure,
         replay=shlex.join(
             [*shlex.split(replay_command(scenario, outcome.backend, outcome.seed)), *replay_options]
         ),

@@ -51,6 +51,8 @@ class RunOutcome:
     history: History
     verdicts: list[Verdict]
     error: str | None
+    #: An expect or assert step whose condition did not hold: the system under
+    #: test did not do what the scenario says it must (a failure, not an error).
     step_failure: str | None
     seconds: float
     #: A SIGTERM or SIGINT stopped it before its end.
@@ -59,11 +61,26 @@ class RunOutcome:
     not_applicable: list[str] = field(default_factory=list)
     #: Unknown verdicts count as failures (`--strict`).
     strict: bool = False
+    #: The failed step could not be judged (it read the journal of a part that
+    #: keeps none): the run is an error, not a failure of the system under test.
+    step_unjudged: bool = False
+
+    @property
+    def run_error(self) -> str | None:
+        """Why the run could not be judged, if it could not."""
+        return self.error or (self.step_failure if self.step_unjudged else None)
+
+    @property
+    def failure(self) -> str | None:
+        """The failed step, when it is the system under test's failure."""
+        return None if self.step_unjudged else self.step_failure
 
     @property
     def verdict(self) -> str:
         """pass, fail or error, as the reports say it."""
-        return overall_verdict(self.verdicts, self.error or self.step_failure, strict=self.strict)
+        return overall_verdict(
+            self.verdicts, self.run_error, failure=self.failure, strict=self.strict
+        )
 
     @property
     def ok(self) -> bool:
@@ -141,6 +158,7 @@ def run_scenario(
         verdicts=verdicts,
         error=error or runner.error,
         step_failure=runner.step_failure,
+        step_unjudged=runner.step_unjudged,
         seconds=time.monotonic() - started,
         interrupted=interrupted,
         not_applicable=runner.not_applicable,
@@ -180,6 +198,7 @@ class ScenarioRunner:
         self.recorder = backend.recorder
         self.clients: dict[str, ScenarioClient] = {}
         self.step_failure: str | None = None
+        self.step_unjudged = False
         self.error: str | None = None
         #: Reference-only steps skipped for a third-party target, described.
         self.not_applicable: list[str] = []
@@ -241,6 +260,7 @@ class ScenarioRunner:
                 hint = self._journal_hint(step)
                 if hint:
                     self.step_failure += f" ({hint})"
+                    self.step_unjudged = True
                 kind = "assert_failed" if step.kind == "assert" else "expect_failed"
                 self.recorder.event("runner", kind, {"index": step.index, "why": str(failed)})
                 return

@@ -97,11 +97,12 @@ def _case(suite: ET.Element, name: str, run: RunResult) -> None:
         error.text = clean(text)
     elif run.verdict == "fail":
         failed = run.failed_checkers
-        message = "; ".join(f"{v.name}: {v.summary}" for v in failed) or "failed"
-        failure = ET.SubElement(
-            case, "failure", message=clean(_first_line(message)), type="CheckerFailure"
-        )
-        failure.text = clean("\n\n".join(_describe(v) for v in failed) or message)
+        causes = ([run.failure] if run.failure else []) + [f"{v.name}: {v.summary}" for v in failed]
+        message = "; ".join(causes) or "failed"
+        kind = "StepFailure" if run.failure else "CheckerFailure"
+        failure = ET.SubElement(case, "failure", message=clean(_first_line(message)), type=kind)
+        details = ([run.failure] if run.failure else []) + [_describe(v) for v in failed]
+        failure.text = clean("\n\n".join(details) or message)
     unknown = run.unknown_checkers
     if unknown:
         properties = ET.SubElement(case, "properties")

@@ -40,6 +40,8 @@ class RunResult:
     not_applicable: int = 0
     #: Whether unknown verdicts counted as failures (`--strict`).
     strict: bool = False
+    #: The expect or assert step that did not hold (the run failed there).
+    failure: str | None = None
 
     @property
     def failed_checkers(self) -> list[Verdict]:
@@ -75,6 +77,7 @@ class RunResult:
             "seconds": round(float(self.seconds), 3),
             "verdicts": [v.to_dict() for v in sorted(self.verdicts, key=lambda v: v.name)],
             "error": self.error,
+            "failure": self.failure,
             "replay": self.replay,
             "history_path": self.history_path,
             "not_applicable": self.not_applicable,
@@ -92,6 +95,7 @@ class RunResult:
             seconds=float(data.get("seconds", 0.0)),
             verdicts=[Verdict.from_dict(v) for v in data.get("verdicts") or []],
             error=data.get("error"),
+            failure=data.get("failure"),
             replay=str(data.get("replay", "")),
             history_path=data.get("history_path"),
             not_applicable=int(data.get("not_applicable", 0)),
@@ -100,15 +104,21 @@ class RunResult:
 
 
 def overall_verdict(
-    verdicts: Iterable[Verdict], error: str | None = None, *, strict: bool = False
+    verdicts: Iterable[Verdict],
+    error: str | None = None,
+    *,
+    failure: str | None = None,
+    strict: bool = False,
 ) -> RunVerdict:
     """error when the run could not be judged (the runner or a checker broke),
-    fail when a checker found the history broken (or, with `strict`, could not
-    decide: unknown), else pass."""
+    fail when an expect/assert step did not hold or a checker found the history
+    broken (or, with `strict`, could not decide: unknown), else pass."""
     verdicts = list(verdicts)
     if error is not None or any(v.error is not None for v in verdicts):
         return "error"
-    if any(v.failed for v in verdicts) or (strict and any(v.unknown for v in verdicts)):
+    if failure is not None or any(v.failed for v in verdicts):
+        return "fail"
+    if strict and any(v.unknown for v in verdicts):
         return "fail"
     return "pass"
 

@@ -98,4 +98,7 @@ def _cause(run: RunResult) -> str:
         text = run.error_text().strip().splitlines()
         return text[0] if text else "runner error"
     names = [v.name for v in run.failed_checkers]
+    if run.failure:
+        step = run.failure.strip().splitlines()[0]
+        return "; ".join([step, *names])
     return ", ".join(names) if names else "failed"

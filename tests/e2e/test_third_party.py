@@ -113,6 +113,7 @@ def test_exit_codes_are_reference_only_for_someone_elses_agent(tmp_path: Path) -
     assert unmarked.step_failure is not None
     assert "exited with 1, expected 26" in unmarked.step_failure
     assert "mark the step reference_only" in unmarked.step_failure
+    assert unmarked.verdict == "error"  # it could not be judged: not the agent's failure
     steps[-1] = {"expect": {"agent": "future", "exit_code": 26, "reference_only": True}}
     marked = run_scenario(
         parse({**raw, "steps": steps}), "process", 1, tmp_path / "b", target=target
