@@ -8,8 +8,8 @@ STAMP := $(VENV)/.installed
 # xvfb, x11-utils, xdotool: real displays; socat: virtual serial ports; ffmpeg:
 # checking video; scrot, imagemagick: the screenshot baseline; chromium: running
 # the timeline report's script; debootstrap: the registry-free image build;
-# libtk8.6: the probe desktop app (Tk).
-DEBIAN_PACKAGES := xvfb socat xdotool x11-utils ffmpeg scrot imagemagick chromium debootstrap libtk8.6
+# libtk8.6: the probe desktop app (Tk); openssl: throwaway certificates for wss:// targets.
+DEBIAN_PACKAGES := xvfb socat xdotool x11-utils ffmpeg scrot imagemagick chromium debootstrap libtk8.6 openssl
 # How many pytest-xdist workers; the machines this runs on have two cores.
 WORKERS ?= auto
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from ssl import SSLContext
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -44,10 +45,16 @@ def _closed(exc: ConnectionClosed) -> TransportClosed:
 
 
 async def connect_websocket(
-    url: str, headers: Mapping[str, str], *, open_timeout: float = 10.0
+    url: str,
+    headers: Mapping[str, str],
+    *,
+    open_timeout: float = 10.0,
+    ssl: SSLContext | None = None,
 ) -> WebsocketsTransport:
     """Open a WebSocket the way every Tetherbed peer must: no compression, a
-    16 MiB message limit, and library pings off (the protocol has its own)."""
+    16 MiB message limit, and library pings off (the protocol has its own).
+    `ssl` verifies a `wss://` peer (default: the system's trust store)."""
+    extra = {"ssl": ssl} if ssl is not None and url.startswith("wss://") else {}
     try:
         conn = await connect(
             url,
@@ -57,6 +64,7 @@ async def connect_websocket(
             ping_interval=None,
             open_timeout=open_timeout,
             proxy=None,
+            **extra,
         )
     except InvalidStatus as exc:
         raise UpgradeRefused(exc.response.status_code, exc.response.body or b"") from None

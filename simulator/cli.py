@@ -1,17 +1,20 @@
 """`tetherbed run PATH... [--backend sim|process|docker] [--seed N] [--report DIR]`.
 
-Runs every scenario, prints one line each (verdict, seconds, scenario) and,
-for one that did not pass, why: each failing checker's summary and first
-piece of evidence, or the error's message. Then a table (scenario, backend,
-verdict, seconds, seed), the exact command that replays each failure, and
-where the reports are: per scenario `history.jsonl` and `timeline.html`, for
-the whole run `results.json` and `junit.xml`.
+Runs every scenario against the target — Tetherbed's own parts, or an agent
+command, a hub URL or command and their adapters (docs/targets.md) — prints
+one line each (verdict, seconds, scenario, and which checkers had no evidence
+or which reference-only steps did not apply) and, for one that did not pass,
+why: each failing checker's summary and first piece of evidence, or the
+error's message. Then a table (scenario, backend, verdict, seconds, seed),
+the exact command that replays each failure, and where the reports are: per
+scenario `history.jsonl` and `timeline.html`, for the whole run
+`results.json` and `junit.xml`.
 
 Exit status: 0 every scenario passed; 1 one failed or could not be judged
-(its verdict says which); 2 the input is wrong (a scenario file, or a folder
-without any), before anything ran; 128 + N when signal N (SIGTERM, SIGINT)
-stopped the run, after everything it started was stopped and the partial
-report written.
+(its verdict says which; with `--strict`, a checker without evidence fails);
+2 the input is wrong (a scenario file, a folder without any, or the target),
+before anything ran; 128 + N when signal N (SIGTERM, SIGINT) stopped the run,
+after everything it started was stopped and the partial report written.
 """
 
 from __future__ import annotations
@@ -20,13 +23,14 @@ import argparse
 import json
 import logging
 import re
+import shlex
 import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from tetherbed.simulator.reports import RunResult, overall_verdict
+from tetherbed.simulator.reports import RunResult
 from tetherbed.simulator.reports.junit import write_junit
 from tetherbed.simulator.reports.results import write_results
 from tetherbed.simulator.reports.table import print_table
@@ -34,6 +38,8 @@ from tetherbed.simulator.reports.timeline.render import write_timeline
 from tetherbed.simulator.runner import RunOutcome, replay_command, run_scenario
 from tetherbed.simulator.scenario import Scenario, ScenarioError, load_all, shipped_scenarios
 from tetherbed.simulator.stop_signals import StopSignals
+from tetherbed.simulator.targets import Target, TargetError
+from tetherbed.simulator.targets.arguments import add_target_arguments, target_from_arguments
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: Where the why-lines under a verdict line start.
@@ -65,6 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="log the hub's, agents' and runner's messages at this level to stderr",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="same as --log-level DEBUG")
+    parser.add_argument(
+        "--strict", action="store_true", help="a checker without evidence (unknown) fails the run"
+    )
+    add_target_arguments(parser)
     return parser
 
 
@@ -79,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with StopSignals() as stop:
         try:
             scenarios = load_all(args.paths, args.backend)
-        except ScenarioError as exc:
+            target = target_from_arguments(args)
+        except (ScenarioError, TargetError) as exc:
             print(f"tetherbed run: {exc}", file=sys.stderr)
             return 2
         except OSError as exc:
@@ -93,7 +104,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        results = _run_all(scenarios, args, stop)
+        refusal = _unsupported(target, args.backend)
+        if refusal is not None:
+            print(f"tetherbed run: {refusal}", file=sys.stderr)
+            return 2
+        if not target.is_reference:
+            print(f"target: {target.describe()}", flush=True)
+        results = _run_all(scenarios, args, stop, target)
         _write_reports(results, args.report)
         if stop.received is not None:
             print(
@@ -118,7 +135,26 @@ def _logging(level: str | None) -> None:
     logger.setLevel(level)
 
 
-def _run_all(scenarios: list[Scenario], args: argparse.Namespace, stop: StopSignals) -> list:
+def _unsupported(target: Target, backend: str) -> str | None:
+    """Why `backend` cannot run this target (None: it can)."""
+    if target.is_reference:
+        return None
+    if backend == "sim":
+        return (
+            "the sim backend runs only Tetherbed's own parts (virtual time); "
+            "use --backend process for a third-party target"
+        )
+    if backend == "docker" and not target.hub.is_reference:
+        return (
+            "the docker backend runs Tetherbed's hub in a container; "
+            "test a third-party hub with --backend process"
+        )
+    return None
+
+
+def _run_all(
+    scenarios: list[Scenario], args: argparse.Namespace, stop: StopSignals, target: Target
+) -> list:
     args.report.mkdir(parents=True, exist_ok=True)
     results: list[RunResult] = []
     for scenario in scenarios:
@@ -133,13 +169,18 @@ def _run_all(scenarios: list[Scenario], args: argparse.Namespace, stop: StopSign
         seed = scenario.seed if args.seed is None else args.seed
         workdir = Path(tempfile.mkdtemp(prefix=f"tetherbed-{_slug(scenario.name)}-"))
         try:
-            outcome = run_scenario(scenario, args.backend, seed, workdir, stop)
+            outcome = run_scenario(
+                scenario, args.backend, seed, workdir, stop, target=target, strict=args.strict
+            )
         finally:
             if not args.keep:
                 shutil.rmtree(workdir, ignore_errors=True)
-        result = _report(outcome, args.report)
+        result = _report(outcome, args.report, _replay_options(args))
         results.append(result)
-        print(f"  {result.verdict:<5} {result.seconds:8.2f} s  {scenario.name}", flush=True)
+        print(
+            f"  {result.verdict:<5} {result.seconds:8.2f} s  {scenario.name}{_notes(result)}",
+            flush=True,
+        )
         for line in why(result):
             print(f"{_INDENT}{line}", flush=True)
         if args.keep:
@@ -168,6 +209,8 @@ def why(result: RunResult) -> list[str]:
         lines.append(f"checker {verdict.name} crashed: {verdict.error}")
     if result.error is not None and not result.crashed_checkers:
         lines.append(_first_line(result.error))
+    if result.failure is not None:
+        lines.append(_first_line(result.failure))
     for verdict in result.failed_checkers:
         lines.append(f"{verdict.name}: {_cut(verdict.summary, 160)}")
         if verdict.evidence:
@@ -196,14 +239,46 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _report(outcome: RunOutcome, report_dir: Path) -> RunResult:
+def _notes(result: RunResult) -> str:
+    """What the one-line verdict does not say: unknowns and skipped steps."""
+    notes = []
+    unknown = result.unknown_checkers
+    if unknown:
+        notes.append(f"{len(unknown)} unknown: {', '.join(v.name for v in unknown)}")
+    if result.not_applicable:
+        notes.append(f"{result.not_applicable} reference-only step(s) n/a")
+    return f"  [{'; '.join(notes)}]" if notes else ""
+
+
+def _replay_options(args: argparse.Namespace) -> list[str]:
+    """The target options a replay command must repeat."""
+    options: list[str] = []
+    for name in (
+        "target",
+        "agent_command",
+        "hub_url",
+        "hub_command",
+        "hub_tokens",
+        "client_adapter",
+        "admin_adapter",
+        "hub_ca",
+        "recorder_cert",
+        "recorder_key",
+    ):
+        value = getattr(args, name)
+        if value is not None:
+            options += ["--" + name.replace("_", "-"), str(value)]
+    options += [flag for flag in ("--insecure", "--strict") if getattr(args, flag[2:])]
+    return options
+
+
+def _report(outcome: RunOutcome, report_dir: Path, replay_options: list[str]) -> RunResult:
     scenario = outcome.scenario
     folder = report_dir / f"{_slug(scenario.name)}-{outcome.backend}"
     folder.mkdir(parents=True, exist_ok=True)
     history_path = folder / "history.jsonl"
     outcome.history.write(history_path)
-    error = outcome.error or outcome.step_failure
-    verdict = overall_verdict(outcome.verdicts, error)
+    verdict = outcome.verdict
     write_timeline(
         folder / "timeline.html",
         outcome.history,
@@ -222,9 +297,14 @@ def _report(outcome: RunOutcome, report_dir: Path) -> RunResult:
         verdict=verdict,
         seconds=round(outcome.seconds, 3),
         verdicts=outcome.verdicts,
-        error=error,
-        replay=replay_command(scenario, outcome.backend, outcome.seed),
+        error=outcome.run_error,
+        failure=outcome.failure,
+        replay=shlex.join(
+            [*shlex.split(replay_command(scenario, outcome.backend, outcome.seed)), *replay_options]
+        ),
         history_path=str(history_path),
+        not_applicable=len(outcome.not_applicable),
+        strict=outcome.strict,
     )
 
 

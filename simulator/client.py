@@ -1,13 +1,14 @@
-"""A scenario's client: sends raw envelopes and records every request's fate.
+"""A scenario's client: sends requests and records every request's fate.
 
-It speaks the wire directly (not through `HubSandbox`) so that the history
-shows exactly what arrived: a duplicate answer, an answer for an id never
-sent, or no answer at all are recorded as such for the checkers to judge.
-
-Each payload gets an extra `_tetherbed_req` field (agents ignore unknown
-fields; the hub relays payload bytes untouched), which makes every request's
-payload — and so its digest in the agent's `exec` events — unique, so that a
-re-execution is told apart from a second request that happens to look alike.
+This is the client leg of the wire recording. It talks to the hub through
+the target's client adapter (`simulator/targets/adapters.py`; Tetherbed's own
+API by default) and records exactly what went out and what came back: a
+duplicate answer, an answer for an id never sent, or no answer at all are
+recorded as such for the checkers to judge. Payloads are sent exactly as the
+scenario gives them — no marker field, since a strict agent drops a request
+with a field the spec does not name — and every invoke and answer carries its
+payload digest (`wiretap.digest`), the same one the wire recorder gives the
+frames on the agent's side, so a request can be followed across the hub.
 """
 
 from __future__ import annotations
@@ -20,14 +21,17 @@ from typing import Any
 
 import msgspec
 
-from tetherbed.runtime.transport import MessageTransport, TransportClosed, UpgradeRefused
 from tetherbed.simulator.recorder import Recorder
 from tetherbed.simulator.scenario import ClientSpec
+from tetherbed.simulator.targets.adapters import (
+    Answer,
+    ConnectionLost,
+    OpenRefused,
+    SessionClient,
+)
+from tetherbed.simulator.wiretap.digest import payload_digest
 from tetherbed.wire.catalog import STREAMING_RESPONSES
-from tetherbed.wire.envelope import EMPTY_PAYLOAD, Envelope, decode_envelope, encode_message
-from tetherbed.wire.errors import WireError
 from tetherbed.wire.messages import MessageType
-from tetherbed.wire.version import CURRENT_TEXT
 
 #: Error codes after which the request may have happened: recorded as `info`.
 UNKNOWN_OUTCOME_CODES = frozenset(
@@ -37,12 +41,7 @@ UNKNOWN_OUTCOME_CODES = frozenset(
 #: Content longer than this is summarised by its digest in the history.
 _CONTENT_KEPT = 64 * 1024
 
-Opener = Callable[[], Awaitable[MessageTransport]]
-
-
-def payload_digest(payload_bytes: bytes) -> str:
-    """The same digest the agent's `exec` events carry."""
-    return hashlib.sha256(payload_bytes).hexdigest()[:16]
+Opener = Callable[[], Awaitable[SessionClient]]
 
 
 class ScenarioClient:
@@ -51,41 +50,32 @@ class ScenarioClient:
         self.process = f"client:{spec.name}"
         self._open = opener
         self._recorder = recorder
-        self._transport: MessageTransport | None = None
+        self._transport: SessionClient | None = None
         self._reader: asyncio.Task[None] | None = None
         self.outstanding: dict[str, str] = {}  # request id → message type
 
     async def send(self, request_id: str, kind: str, payload: dict[str, Any]) -> None:
-        body = dict(payload)
-        body["_tetherbed_req"] = f"{self.spec.name}/{request_id}"
-        payload_bytes = msgspec.json.encode(body)
+        payload_bytes = msgspec.json.encode(payload)
         self._recorder.record(
             self.process,
             "invoke",
             kind,
-            {"payload": _keep(body), "digest": payload_digest(payload_bytes)},
+            {"payload": _keep(payload), "digest": self._digest(payload_bytes)},
             session=self.spec.session,
             req=request_id,
         )
         self.outstanding[request_id] = kind
         try:
             transport = await self._connection()
-            frame = encode_message(
-                kind,
-                request_id,
-                msgspec.Raw(payload_bytes),
-                ts=self._recorder.now(),
-                version=CURRENT_TEXT,
-            )
-            await transport.send(frame)
-        except UpgradeRefused as exc:
+            await transport.send(request_id, kind, payload_bytes)
+        except OpenRefused as exc:
             self._complete(request_id, "fail", {"type": "ERROR", "code": f"HTTP_{exc.status}"})
         except (OSError, TimeoutError) as exc:
             code = "CONNECT_FAILED"
             self._complete(
                 request_id, "fail", {"type": "ERROR", "code": code, "why": type(exc).__name__}
             )
-        except TransportClosed:
+        except ConnectionLost:
             self._lost()
 
     async def close(self) -> None:
@@ -97,40 +87,42 @@ class ScenarioClient:
                 await self._transport.close()
         self._transport = None
 
-    async def _connection(self) -> MessageTransport:
+    async def _connection(self) -> SessionClient:
         if self._transport is None:
             self._transport = await self._open()
             self._reader = asyncio.ensure_future(self._read(self._transport))
         return self._transport
 
-    async def _read(self, transport: MessageTransport) -> None:
+    async def _read(self, transport: SessionClient) -> None:
         try:
             while True:
-                data = await transport.recv()
-                self._on_frame(data)
-        except TransportClosed:
+                self._on_answer(await transport.receive())
+        except ConnectionLost:
             pass
         if self._transport is transport:
             self._transport = None
             self._lost()
 
-    def _on_frame(self, data: bytes) -> None:
-        try:
-            envelope = decode_envelope(data)
-        except WireError as exc:
-            self._recorder.event(self.process, "note", {"undecodable_answer": exc.code})
+    def _on_answer(self, answer: Answer) -> None:
+        if answer.kind == "ws.undecodable":
+            self._recorder.event(self.process, "note", {"undecodable_answer": len(answer.payload)})
             return
-        if envelope.type in STREAMING_RESPONSES:
+        if answer.kind in STREAMING_RESPONSES:
             return
-        if envelope.id is None:
-            self._recorder.event(self.process, "note", {"connection_error": _summary(envelope)})
+        summary = _summary(answer)
+        summary["digest"] = self._digest(answer.payload or b"{}")
+        if answer.request_id is None:
+            self._recorder.event(self.process, "note", {"connection_error": summary})
             return
-        summary = _summary(envelope)
-        if envelope.type == MessageType.ERROR:
+        if answer.kind == MessageType.ERROR:
             kind = "info" if summary.get("code") in UNKNOWN_OUTCOME_CODES else "fail"
         else:
             kind = "ok"
-        self._complete(envelope.id, kind, summary)
+        self._complete(answer.request_id, kind, summary)
+
+    def _digest(self, payload: bytes) -> str:
+        scrub = self._recorder.scrub
+        return payload_digest(scrub(payload) if scrub is not None else payload)
 
     def _complete(self, request_id: str, kind: str, value: dict[str, Any]) -> None:
         f = self.outstanding.pop(request_id, None) or value.get("type", "?")
@@ -149,15 +141,16 @@ class ScenarioClient:
             self._complete(request_id, "info", {"type": "ERROR", "code": "CONNECTION_LOST"})
 
 
-def _summary(envelope: Envelope) -> dict[str, Any]:
-    """The deterministic facts of an answer (no timestamps, paths or messages)."""
+def _summary(answer: Answer) -> dict[str, Any]:
+    """The deterministic facts of an answer (no timestamps, paths or messages);
+    the client adds the digest of its payload, to follow it back to the agent."""
     try:
-        payload = msgspec.json.decode(envelope.payload or EMPTY_PAYLOAD)
+        payload = msgspec.json.decode(answer.payload or b"{}")
     except msgspec.MsgspecError:
         payload = {}
     if not isinstance(payload, dict):
         payload = {}
-    kind = envelope.type
+    kind = answer.kind
     summary: dict[str, Any] = {"type": kind}
     if kind == MessageType.ERROR:
         summary["code"] = payload.get("code")
@@ -191,4 +184,4 @@ def _keep_text(text: Any, limit: int = _CONTENT_KEPT) -> Any:
     return {"sha256": hashlib.sha256(text.encode()).hexdigest(), "length": len(text)}
 
 
-__all__ = ["Envelope", "ScenarioClient", "payload_digest"]
+__all__ = ["ScenarioClient", "payload_digest"]

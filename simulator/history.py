@@ -16,7 +16,8 @@ One record per line in `history.jsonl`:
 - `index`: position in the history, from 0.
 - `time`: seconds since the run started (virtual time on the sim backend).
 - `process`: who did it: `hub`, `agent:<name>`, `client:<name>`, `fault`,
-  `runner`.
+  `runner`, or `wire:<agent>` — the wire recorder, what crossed that agent's
+  link (`simulator/wiretap/records.py`).
 - `type`: `invoke`, `ok`, `fail`, `info` or `event`.
 - `f`: for operations the message type (`FILE_WRITE`, `EXECUTE_COMMAND`, …);
   for events the event name (see EVENTS).
@@ -37,6 +38,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from tetherbed.simulator.wiretap.records import EVENTS as WIRE_EVENTS
 
 RecordType = Literal["invoke", "ok", "fail", "info", "event"]
 
@@ -73,8 +76,10 @@ EVENTS: dict[str, tuple[str, ...]] = {
         "stop",  # the agent stopped for good {exit_code, reason}
     ),
     "process": ("started", "exited", "paused", "resumed", "killed"),
+    # The wire recorder (process wire:<agent>): what crossed the agent's link.
+    "wire": WIRE_EVENTS,
     "fault": ("fault_start", "fault_stop", "fault_via"),  # fault_via: how docker did it
-    "runner": ("step", "expect_failed", "assert_failed", "note", "final_file"),
+    "runner": ("step", "expect_failed", "assert_failed", "note", "not_applicable", "final_file"),
     "docker": ("link_exited",),  # an agent's fault-proxy container ended
 }
 

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tetherbed.simulator.history import History, Record, RecordType
+from tetherbed.simulator.wiretap.log import WireLog
+from tetherbed.simulator.wiretap.records import WireRecord, process_of
 
 Predicate = Callable[[Record], bool]
 
@@ -20,6 +22,9 @@ class Recorder:
     def __init__(self, now: Callable[[], float]) -> None:
         self.history = History()
         self.now = now
+        #: Rewrites payloads before they are digested or kept (the sim backend's
+        #: `wiretap.scrub.Scrubber`, for byte-identical histories); None: as they are.
+        self.scrub: Callable[[bytes], bytes] | None = None
         self._waiters: list[tuple[Predicate, asyncio.Future[Record]]] = []
 
     def record(
@@ -61,6 +66,22 @@ class Recorder:
         return self.record(
             process, "event", f, value or {}, session=session, machine=machine, time=time
         )
+
+    def wire_log(self, node: str, *, leg: str = "agent") -> WireLog:
+        """The wire recorder of one node's link, writing into this history."""
+        process = process_of(node)
+
+        def sink(record: WireRecord) -> None:
+            self.event(
+                process,
+                record.f,
+                record.value,
+                session=record.session,
+                machine=record.machine,
+                time=record.time,
+            )
+
+        return WireLog(node, sink, leg=leg, scrub=self.scrub)
 
     def find(self, predicate: Predicate, start: int = 0) -> Record | None:
         for record in self.history.records[start:]:

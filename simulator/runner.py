@@ -15,7 +15,7 @@ import shlex
 import time
 import traceback
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,11 @@ from tetherbed.simulator.backends.base import Backend, BackendError
 from tetherbed.simulator.checkers import Verdict, run_checkers
 from tetherbed.simulator.client import ScenarioClient
 from tetherbed.simulator.history import History, Record
+from tetherbed.simulator.reports.results import overall_verdict
 from tetherbed.simulator.scenario import ClientSpec, Scenario, Step
 from tetherbed.simulator.stop_signals import Interrupted, StopSignals
+from tetherbed.simulator.targets import Target
+from tetherbed.simulator.wiretap import records as wire
 
 #: Default `within` of an expect step, in backend seconds.
 DEFAULT_WITHIN = 30.0
@@ -48,17 +51,47 @@ class RunOutcome:
     history: History
     verdicts: list[Verdict]
     error: str | None
+    #: An expect or assert step whose condition did not hold: the system under
+    #: test did not do what the scenario says it must (a failure, not an error).
     step_failure: str | None
     seconds: float
     #: A SIGTERM or SIGINT stopped it before its end.
     interrupted: bool = False
+    #: Reference-only steps skipped because a part under test is a third party.
+    not_applicable: list[str] = field(default_factory=list)
+    #: Unknown verdicts count as failures (`--strict`).
+    strict: bool = False
+    #: The failed step could not be judged (it read the journal of a part that
+    #: keeps none): the run is an error, not a failure of the system under test.
+    step_unjudged: bool = False
+
+    @property
+    def run_error(self) -> str | None:
+        """Why the run could not be judged, if it could not."""
+        return self.error or (self.step_failure if self.step_unjudged else None)
+
+    @property
+    def failure(self) -> str | None:
+        """The failed step, when it is the system under test's failure."""
+        return None if self.step_unjudged else self.step_failure
+
+    @property
+    def verdict(self) -> str:
+        """pass, fail or error, as the reports say it."""
+        return overall_verdict(
+            self.verdicts, self.run_error, failure=self.failure, strict=self.strict
+        )
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.step_failure is None and all(v.ok for v in self.verdicts)
+        return self.error is None and self.step_failure is None and self.verdict == "pass"
+
+    @property
+    def unknown(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.unknown]
 
 
-BackendFactory = Callable[[Scenario, Path, int], Backend]
+BackendFactory = Callable[..., Backend]
 
 
 def backend_factory(name: str) -> BackendFactory:
@@ -88,13 +121,21 @@ def run_scenario(
     seed: int,
     workdir: Path,
     stop: StopSignals | None = None,
+    *,
+    target: Target | None = None,
+    strict: bool = False,
 ) -> RunOutcome:
-    """Run, then judge: the checkers see whatever was recorded, even after an error.
+    """Run one scenario against `target` (Tetherbed's own parts by default), then
+    judge: the checkers see whatever was recorded, even after an error.
 
     With `stop`, a SIGTERM or SIGINT ends the run early: the backend's teardown
     stops every part it started and the outcome says it was interrupted.
     """
-    backend = backend_factory(backend_name)(scenario, workdir, seed)
+    factory = backend_factory(backend_name)
+    if target is None or target.is_reference:
+        backend = factory(scenario, workdir, seed)
+    else:
+        backend = factory(scenario, workdir, seed, target=target)
     started = time.monotonic()
     runner = ScenarioRunner(scenario, backend)
     error: str | None = None
@@ -117,8 +158,11 @@ def run_scenario(
         verdicts=verdicts,
         error=error or runner.error,
         step_failure=runner.step_failure,
+        step_unjudged=runner.step_unjudged,
         seconds=time.monotonic() - started,
         interrupted=interrupted,
+        not_applicable=runner.not_applicable,
+        strict=strict,
     )
 
 
@@ -154,7 +198,10 @@ class ScenarioRunner:
         self.recorder = backend.recorder
         self.clients: dict[str, ScenarioClient] = {}
         self.step_failure: str | None = None
+        self.step_unjudged = False
         self.error: str | None = None
+        #: Reference-only steps skipped for a third-party target, described.
+        self.not_applicable: list[str] = []
         self._step_started: dict[int, int] = {}
         #: Where the last step that does something (not expect/assert/wait)
         #: began: an `expect {event: ...}` looks from there, so an event caused
@@ -178,7 +225,7 @@ class ScenarioRunner:
 
     def add_client(self, spec: ClientSpec) -> None:
         self.clients[spec.name] = ScenarioClient(
-            spec, lambda: self.backend.open_client(spec), self.recorder
+            spec, lambda: self.backend.open_session_client(spec), self.recorder
         )
 
     async def close(self) -> None:
@@ -196,6 +243,11 @@ class ScenarioRunner:
     async def _steps(self) -> None:
         for step in self.scenario.steps:
             self.begin_step(step)
+            skip = self.not_applicable_because(step)
+            if skip is not None:
+                self.not_applicable.append(f"step {step.index} ({step.describe()}): {skip}")
+                self.recorder.event("runner", "not_applicable", {"index": step.index, "why": skip})
+                continue
             self.recorder.event(
                 "runner",
                 "step",
@@ -205,6 +257,10 @@ class ScenarioRunner:
                 await self.run_step(step)
             except StepFailed as failed:
                 self.step_failure = f"step {step.index} ({step.describe()}): {failed}"
+                hint = self._journal_hint(step)
+                if hint:
+                    self.step_failure += f" ({hint})"
+                    self.step_unjudged = True
                 kind = "assert_failed" if step.kind == "assert" else "expect_failed"
                 self.recorder.event("runner", kind, {"index": step.index, "why": str(failed)})
                 return
@@ -258,6 +314,53 @@ class ScenarioRunner:
         elif kind == "note":
             self.recorder.event("runner", "note", {"text": _text(args)})
 
+    # --- reference-only steps --------------------------------------------------------
+
+    def not_applicable_because(self, step: Step) -> str | None:
+        """Why a step marked `reference_only` does not apply to this target (None: it does)."""
+        args = step.args
+        if step.kind not in ("expect", "assert") or not isinstance(args, dict):
+            return None
+        if not args.get("reference_only"):
+            return None
+        third = [part for part in self._parts(step) if self.backend.third_party(part)]
+        if not third:
+            return None
+        names = ", ".join("the hub" if p == "hub" else p for p in third)
+        return f"reference-only, and {names} {'is a' if len(third) == 1 else 'are'} third-party"
+
+    def _parts(self, step: Step) -> list[str]:
+        """The hub and agents whose own evidence (journal, exit code) a step reads."""
+        args = dict(step.args)
+        spec = args.get("count") if isinstance(args.get("count"), dict) else args
+        everyone = ["hub", *self.scenario.topology.agents]
+        if "agent" in args and "event" not in args and "count" not in args:
+            return [args["agent"]]
+        process = spec.get("process")
+        if process is None:
+            return everyone
+        if process == "hub":
+            return ["hub"]
+        if isinstance(process, str) and process.startswith("agent:"):
+            return [process.split(":", 1)[1]]
+        return []
+
+    def _journal_hint(self, step: Step) -> str | None:
+        """A failed step that read a third-party part's journal says so."""
+        args = step.args if isinstance(step.args, dict) else {}
+        if step.kind not in ("expect", "assert") or args.get("reference_only"):
+            return None
+        reads_journal = "exit_code" in args or "event" in args or "count" in args
+        if not reads_journal:
+            return None
+        third = [p for p in self._parts(step) if self.backend.third_party(p)]
+        if not third:
+            return None
+        return (
+            f"{', '.join(third)}: a third-party part writes no Tetherbed journal and keeps "
+            "no exit-code convention; mark the step reference_only, or state it from the wire"
+        )
+
     def _fault_event(self, name: str, kind: str, target: str, params: dict[str, Any]) -> None:
         self.recorder.event("fault", name, {"kind": kind, "target": target, **params})
 
@@ -265,6 +368,7 @@ class ScenarioRunner:
 
     async def _expect(self, step: Step) -> None:
         args = dict(step.args)
+        args.pop("reference_only", None)
         within = float(args.pop("within", DEFAULT_WITHIN))
         since = self._action_started
         if "client" in args:
@@ -317,7 +421,7 @@ class ScenarioRunner:
                 and (process is None or r.process == process)
                 and (session is None or r.session == session)
                 and (machine is None or r.machine == machine)
-                and all((r.value or {}).get(k) == v for k, v in fields.items())
+                and holds(r.value, fields)
             )
 
         return matches
@@ -328,6 +432,11 @@ class ScenarioRunner:
         state = args.get("state")
         exit_code = args.get("exit_code")
         deadline = self.backend.now() + within
+        both = (process, wire.process_of(agent))
+
+        def watched(record: Record) -> bool:
+            return record.process in both
+
         while True:
             current = self.backend.state(agent)
             connected = self._connected(process)
@@ -348,9 +457,29 @@ class ScenarioRunner:
                     f"connected={connected}), expected {state or f'exit {exit_code}'}"
                 )
             with contextlib.suppress(TimeoutError):
-                await self.recorder.next_record(min(remaining, 1.0), lambda r: r.process == process)
+                await self.recorder.next_record(min(remaining, 1.0), watched)
 
     def _connected(self, process: str) -> bool:
+        """Connected as the wire shows it: a connection the hub accepted (HELLO_ACK
+        reached the agent) that no Close or end has finished. Backends that do not
+        record the wire fall back on the agent's own journal."""
+        if not self.backend.records_wire:
+            return self._journal_connected(process)
+        link = wire.process_of(process.split(":", 1)[1])
+        served: set[Any] = set()
+        for record in self.recorder.history.records:
+            if record.process != link or record.type != "event":
+                continue
+            value = record.value if isinstance(record.value, dict) else {}
+            conn = value.get("conn")
+            if record.f == wire.FRAME and value.get("type") == "HELLO_ACK":
+                if value.get("dir") == wire.DOWN:
+                    served.add(conn)
+            elif record.f in (wire.CLOSE, wire.END):
+                served.discard(conn)
+        return bool(served)
+
+    def _journal_connected(self, process: str) -> bool:
         connected = False
         for record in self.recorder.history.records:
             if record.process == process and record.type == "event":
@@ -374,7 +503,7 @@ class ScenarioRunner:
                 if r.type == "event"
                 and r.f == spec["event"]
                 and (spec.get("process") is None or r.process == spec["process"])
-                and all((r.value or {}).get(k) == v for k, v in (spec.get("value") or {}).items())
+                and holds(r.value, spec.get("value") or {})
             ]
             count = len(records)
             for bound, ok in (
@@ -454,14 +583,32 @@ class ScenarioRunner:
                 )
 
     def _last_agent_of(self, session: str) -> Any:
+        """The agent that served the session last: the last one the hub accepted
+        (HELLO_ACK on its link; its journal on backends without a wire recording)."""
         agents = {a.name: a for a in self.scenario.topology.agents.values() if a.session == session}
         last = None
         for record in self.recorder.history.records:
-            if record.f == "connected" and record.process.startswith("agent:"):
-                name = record.process.split(":", 1)[1]
-                if name in agents:
-                    last = agents[name]
+            name = wire.node_of(record.process)
+            value = record.value if isinstance(record.value, dict) else {}
+            if name is not None:
+                served = record.f == wire.FRAME and value.get("type") == "HELLO_ACK"
+            elif record.process.startswith("agent:") and not self.backend.records_wire:
+                name, served = record.process.split(":", 1)[1], record.f == "connected"
+            else:
+                continue
+            if served and name in agents:
+                last = agents[name]
         return last or next(iter(agents.values()), None)
+
+
+def holds(actual: Any, wanted: Any) -> bool:
+    """`wanted` is a part of `actual`: every key it names, recursively, has that
+    value (`value: {payload: {reason: user_revoked}}` matches a larger payload)."""
+    if isinstance(wanted, dict):
+        if not isinstance(actual, dict):
+            return False
+        return all(key in actual and holds(actual[key], value) for key, value in wanted.items())
+    return actual == wanted
 
 
 async def _to_the_end(closing: Coroutine[Any, Any, None]) -> None:

@@ -7,6 +7,7 @@ message type is added in one obvious place.
 
 from __future__ import annotations
 
+from tetherbed.wire.codes import ErrorCode, ExtensionCode
 from tetherbed.wire.messages import Capability, MessageType
 
 T = MessageType
@@ -85,6 +86,39 @@ STREAMING_RESPONSES: frozenset[MessageType] = frozenset({T.LOCAL_LLM_COMPLETION_
 
 #: Frames the shim sends on its own, not as an answer to a request.
 UNSOLICITED_FROM_SHIM: frozenset[MessageType] = frozenset({T.STATUS, T.RECORDING_STEP})
+
+#: The answers that complete a request successfully, by request type (an ERROR
+#: may complete any request). LOCAL_LLM_COMPLETION streams chunks first.
+RESPONSES: dict[str, frozenset[str]] = {
+    T.EXECUTE_COMMAND: frozenset({T.COMMAND_RESULT}),
+    T.FILE_READ: frozenset({T.FILE_CONTENTS}),
+    T.FILE_WRITE: frozenset({T.ACK}),
+    T.FILE_DELETE: frozenset({T.ACK}),
+    T.FILE_MOVE: frozenset({T.ACK}),
+    T.FILE_STAT: frozenset({T.FILE_STAT_RESPONSE}),
+    T.FILE_LIST: frozenset({T.FILE_LIST_RESPONSE}),
+    T.DIRECTORY_LIST_REQUEST: frozenset({T.DIRECTORY_LIST_RESPONSE}),
+    T.ATTACH_SESSION: frozenset({T.SESSION_ATTACHED}),
+    T.ACTIVATE_SESSION: frozenset({T.SESSION_ACTIVATED}),
+    T.RESTORE_SESSION: frozenset({T.SESSION_RESTORED}),
+    T.DETACH_SESSION: frozenset({T.ACK}),
+    T.LOCAL_LLM_COMPLETION: frozenset({T.LOCAL_LLM_COMPLETION_RESPONSE}),
+}
+
+#: ERROR codes with which an agent refuses a request before doing any of it:
+#: a request answered so was not executed (the platform may send it again).
+REFUSED_UNRUN: frozenset[str] = frozenset(
+    {
+        ErrorCode.SHIM_OVERLOADED,
+        ErrorCode.CAPABILITY_NOT_GRANTED,
+        ErrorCode.SHELL_NOT_AVAILABLE,
+        ErrorCode.FEATURE_NOT_SUPPORTED,
+        ExtensionCode.INVALID_MESSAGE,
+        ExtensionCode.UNKNOWN_MESSAGE_TYPE,
+        ExtensionCode.MESSAGE_NOT_ALLOWED,
+        ExtensionCode.DUPLICATE_REQUEST_ID,
+    }
+)
 
 #: The spec's idempotency table: may the platform's retry layer re-issue it?
 IDEMPOTENT: dict[MessageType, bool] = {

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tetherbed.runtime.transport import MessageTransport
+from tetherbed.runtime.transport import MessageTransport, UpgradeRefused
 from tetherbed.simulator.recorder import Recorder
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
+from tetherbed.simulator.targets import Target
+from tetherbed.simulator.targets.adapters import OpenRefused, SessionClient
+from tetherbed.simulator.targets.reference import FrameSessionClient
 
 T = TypeVar("T")
 
@@ -35,13 +38,26 @@ class NodeState:
 
 class Backend(abc.ABC):
     name: str
+    #: Whether the wire recorder sits on every agent link (`wire:<agent>` records).
+    records_wire = False
 
-    def __init__(self, scenario: Scenario, workdir: Path, seed: int) -> None:
+    def __init__(
+        self, scenario: Scenario, workdir: Path, seed: int, *, target: Target | None = None
+    ) -> None:
         self.scenario = scenario
         self.topology = scenario.topology
         self.workdir = workdir
         self.seed = seed
+        self.target = target or Target.reference()
         self.recorder: Recorder = Recorder(self.now)
+
+    def third_party(self, node: str) -> bool:
+        """Whether `node` (the hub or an agent) is someone else's implementation:
+        it writes no Tetherbed journal and keeps no Tetherbed convention."""
+        if node == "hub":
+            return not self.target.hub.is_reference or self.topology.hub.url is not None
+        spec = self.topology.agents.get(node)
+        return not self.target.agent.is_reference or (spec is not None and bool(spec.command))
 
     # --- running the whole thing ------------------------------------------
 
@@ -116,6 +132,16 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     async def open_client(self, client: ClientSpec) -> MessageTransport:
         """A client connection to the session through the hub."""
+
+    async def open_session_client(self, client: ClientSpec) -> SessionClient:
+        """The client through the target's client adapter; by default the spec's
+        envelopes over `open_client` (Tetherbed's own client API). A refused
+        upgrade is `OpenRefused`, as from every client adapter."""
+        try:
+            transport = await self.open_client(client)
+        except UpgradeRefused as exc:
+            raise OpenRefused(exc.status) from None
+        return FrameSessionClient(transport, self.now)
 
     @abc.abstractmethod
     async def revoke(self, session: str, user: str) -> None: ...

@@ -23,6 +23,8 @@ class _Source:
     session: str | None
     machine: str | None
     read: int = 0
+    #: Each line names its own session and machine (the hub's, a recorder's).
+    own_fields: bool = False
 
 
 class EventFiles:
@@ -33,11 +35,15 @@ class EventFiles:
 
     def hub(self, path: Path) -> None:
         """The hub's events; each line names its own session and machine."""
-        self._sources.append(_Source(path, "hub", None, None))
+        self._sources.append(_Source(path, "hub", None, None, own_fields=True))
 
     def agent(self, path: Path, process: str, session: str, machine: str) -> None:
         """An agent's journal; its lines are about that agent's session."""
         self._sources.append(_Source(path, process, session, machine))
+
+    def wire(self, path: Path, process: str) -> None:
+        """A wire recorder's records (`wiretap.records.file_sink`), as `process`."""
+        self._sources.append(_Source(path, process, None, None, own_fields=True))
 
     def ingest(self) -> None:
         for source in self._sources:
@@ -46,8 +52,8 @@ class EventFiles:
                 fields = dict(line)
                 at = fields.pop("t") - self._wall0
                 name = fields.pop("event")
-                session = fields.pop("session", None) if source.process == "hub" else source.session
-                machine = fields.pop("machine", None) if source.process == "hub" else source.machine
+                session = fields.pop("session", None) if source.own_fields else source.session
+                machine = fields.pop("machine", None) if source.own_fields else source.machine
                 self._recorder.event(
                     source.process, name, fields, session=session, machine=machine, time=at
                 )

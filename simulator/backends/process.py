@@ -7,35 +7,32 @@ SIGCONT, exactly a laptop going to sleep. The hub writes its events
 into the history as they appear. Time is real here: the run's clock is wall
 time since the start.
 
-A scenario may point the hub at a third-party implementation (`hub.url`, with
-`hub.tokens`) or replace an agent by another command (`agents.X.command`,
-with `{hub_url}`, `{token}`, `{session}`, `{root}`, `{machine}` filled in).
+The parts under test come from the run's target (`simulator/targets`): a
+third-party hub (a URL, or a command Tetherbed starts and stops) reached
+through the target's client and admin adapters, and third-party agents from
+a command template. A scenario may also name them itself (`hub.url` with
+`hub.options.tokens`, `agents.X.command`). Every fault proxy records its
+agent's link (`wire:<agent>` records): that recording, not the parts'
+journals, is what the checkers judge.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tetherbed.client.admin import HubAdmin
-from tetherbed.launch import (
-    HubProcess,
-    ManagedProcess,
-    create_token,
-    spawn_tetherbed,
-    start_hub,
-)
+from tetherbed.launch import ManagedProcess, spawn_tetherbed
 from tetherbed.runtime import event_loop
 from tetherbed.runtime.transport import MessageTransport
-from tetherbed.runtime.websocket_transport import connect_websocket
 from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
 from tetherbed.simulator.backends.event_files import EventFiles
 from tetherbed.simulator.faults import (
@@ -49,6 +46,19 @@ from tetherbed.simulator.faults import (
 from tetherbed.simulator.proxy import ProxyRegistry
 from tetherbed.simulator.proxy.proxy import FaultProxy
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
+from tetherbed.simulator.targets import (
+    AdminAdapter,
+    AgentTarget,
+    ClientAdapter,
+    NotSupported,
+    SessionClient,
+    Target,
+    TargetError,
+    admin_adapter,
+    client_adapter,
+)
+from tetherbed.simulator.targets.hub import HubTarget, Tokens
+from tetherbed.simulator.targets.running import HubRunner
 from tetherbed.wire.version import CURRENT_TEXT
 
 T = TypeVar("T")
@@ -67,12 +77,6 @@ _HUB_FLAGS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def hub_arguments(options: dict[str, Any]) -> list[str]:
     args: list[str] = []
     for option, flag in _HUB_FLAGS.items():
@@ -84,31 +88,64 @@ def hub_arguments(options: dict[str, Any]) -> list[str]:
 
 
 class _Agent:
-    def __init__(self, spec: AgentSpec) -> None:
+    def __init__(self, spec: AgentSpec, target: AgentTarget) -> None:
         self.spec = spec
+        #: The agent's own command in the scenario wins over the target's.
+        self.target = AgentTarget.from_command(spec.command) if spec.command else target
         self.process: ManagedProcess | None = None
         self.proxy: FaultProxy | None = None
         self.state = NodeState("not_started")
         self.journal: Path | None = None
 
 
+def scenario_target(scenario: Scenario, target: Target | None) -> Target:
+    """The run's target, with what the scenario itself names (a hub.url)."""
+    target = target or Target.reference()
+    hub = scenario.topology.hub
+    if hub.url and target.hub.is_reference:
+        tokens = hub.options.get("tokens")
+        raw: dict[str, Any] = {"url": hub.url, "tokens": tokens}
+        try:
+            target = replace(target, hub=HubTarget.from_mapping(raw, Path(), "topology.hub"))
+        except TargetError as exc:
+            raise BackendError(str(exc)) from None
+    return target
+
+
 class ProcessBackend(Backend):
     name = "process"
+    records_wire = True
 
-    def __init__(self, scenario: Scenario, workdir: Path, seed: int) -> None:
+    def __init__(
+        self, scenario: Scenario, workdir: Path, seed: int, *, target: Target | None = None
+    ) -> None:
         self._wall0 = time.time()
-        super().__init__(scenario, workdir, seed)
-        self.hub: HubProcess | None = None
+        super().__init__(scenario, workdir, seed, target=scenario_target(scenario, target))
         self.hub_state = NodeState("not_started")
-        self.hub_port = 0
         self.hub_events = workdir / "logs" / "hub-events.jsonl"
         self.event_files = EventFiles(self.recorder, self._wall0)
         self.event_files.hub(self.hub_events)
-        self.agents = {name: _Agent(spec) for name, spec in self.topology.agents.items()}
-        self.tokens: dict[tuple[str, str], str] = {}
+        self.agents = {
+            name: _Agent(spec, self.target.agent) for name, spec in self.topology.agents.items()
+        }
+        options = {k: v for k, v in self.topology.hub.options.items() if k != "tokens"}
+        self.hub = HubRunner(
+            self.target.hub,
+            self.target.tls,
+            workdir,
+            users=sorted(self._users()),
+            options=options,
+            reference_args=["--events", str(self.hub_events), *hub_arguments(options)],
+        )
         self.registry = ProxyRegistry(random.Random(seed))
+        self._clients: ClientAdapter | None = None
+        self._admin: AdminAdapter | None = None
         self._tailer: asyncio.Task[None] | None = None
         self._watchers: set[asyncio.Task[None]] = set()
+
+    def _users(self) -> set[str]:
+        users = {a.user for a in self.topology.agents.values()}
+        return users | {c.user for c in self.topology.clients.values()}
 
     # --- running -------------------------------------------------------------------
 
@@ -120,44 +157,42 @@ class ProcessBackend(Backend):
 
     @property
     def hub_url(self) -> str:
-        return self.topology.hub.url or f"ws://127.0.0.1:{self.hub_port}"
+        return self.hub.url
+
+    @property
+    def tokens(self) -> Tokens:
+        return self.hub.tokens()
 
     async def setup(self) -> None:
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
-        self.hub_port = free_port()
-        users = {a.user for a in self.topology.agents.values()}
-        users |= {c.user for c in self.topology.clients.values()}
-        given = self.topology.hub.options.get("tokens") or {}
-        for user in sorted(users):
-            for kind in ("agent", "client"):
-                if self.topology.hub.url:
-                    self.tokens[user, kind] = given[user][kind]
-                else:
-                    self.tokens[user, kind] = await asyncio.to_thread(
-                        create_token, self.workdir / "hub-state", user, kind
-                    )
+        await asyncio.to_thread(self.hub.prepare)
         for agent in self.agents.values():
             await self._prepare(agent)
         self._tailer = asyncio.ensure_future(self._tail())
 
     async def _prepare(self, agent: _Agent) -> None:
-        """The agent's own fault proxy, journal and folder."""
+        """The agent's own fault proxy (its wire recorder), journal and folder."""
         name = agent.spec.name
-        upstream = self.hub_url.split("://", 1)[1].rstrip("/")
-        agent.proxy = await self.registry.create(f"agent-{name}", "127.0.0.1:0", upstream)
+        host, port = self.hub.address
+        agent.proxy = await self.registry.create(
+            f"agent-{name}",
+            "127.0.0.1:0",
+            f"{host}:{port}",
+            wire=self.recorder.wire_log(name),
+            wire_clock=self.now,
+            listen_ssl=self.target.tls.server_context() if self.hub.secure else None,
+            upstream_ssl=self.hub.ssl_context(),
+            upstream_hostname=host if self.hub.secure else None,
+        )
         agent.journal = self.workdir / "logs" / f"agent-{name}.jsonl"
         spec = agent.spec
         self.event_files.agent(agent.journal, f"agent:{name}", spec.session, spec.machine)
         prepare_root(self.agent_root(agent.spec), agent.spec)
 
     async def add_agent(self, spec: AgentSpec) -> None:
-        if spec.user not in {user for user, _ in self.tokens}:
-            for kind in ("agent", "client"):
-                self.tokens[spec.user, kind] = await asyncio.to_thread(
-                    create_token, self.workdir / "hub-state", spec.user, kind
-                )
+        await asyncio.to_thread(self.hub.add_user, spec.user)
         self.topology.agents[spec.name] = spec
-        agent = self.agents[spec.name] = _Agent(spec)
+        agent = self.agents[spec.name] = _Agent(spec, self.target.agent)
         await self._prepare(agent)
 
     async def teardown(self) -> None:
@@ -165,9 +200,13 @@ class ProcessBackend(Backend):
             if agent.process is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.to_thread(agent.process.stop, 5.0)
-        if self.hub is not None:
+        if self.hub.process is not None:
             with contextlib.suppress(Exception):
-                await asyncio.to_thread(self.hub.stop)
+                await asyncio.to_thread(self.hub.process.stop)
+        for adapter in (self._clients, self._admin):
+            if adapter is not None:
+                with contextlib.suppress(Exception):
+                    await adapter.close()
         with contextlib.suppress(Exception):
             await self.registry.close()
         self._ingest()
@@ -182,20 +221,18 @@ class ProcessBackend(Backend):
 
     async def start(self, node: str) -> None:
         if node == "hub":
-            if self.topology.hub.url:
-                raise BackendError("the hub is a third-party one at hub.url: not started here")
             if self.hub_state.status in ("running", "paused"):
                 raise BackendError("the hub is already running")
-            args = ["--events", str(self.hub_events), *hub_arguments(self.topology.hub.options)]
-            self.hub = await asyncio.to_thread(
-                start_hub,
-                self.workdir / "hub-state",
-                listen=f"127.0.0.1:{self.hub_port}",
-                args=args,
-            )
+            try:
+                process = await asyncio.to_thread(self.hub.start)
+            except TargetError as exc:
+                raise BackendError(str(exc)) from None
             self.hub_state = NodeState("running")
-            self.recorder.event("hub", "started", {"pid": self.hub.process.pid})
-            self._keep(self._watch("hub", self.hub.process))
+            if process is None:  # a hub at a URL: it was up already
+                self.recorder.event("runner", "note", {"text": f"hub at {self.hub.url} is up"})
+                return
+            self.recorder.event("hub", "started", {"pid": process.pid})
+            self._keep(self._watch("hub", process))
             return
         agent = self.agents[node]
         if agent.state.status in ("running", "paused"):
@@ -213,26 +250,15 @@ class ProcessBackend(Backend):
     def _spawn_agent(self, agent: _Agent) -> ManagedProcess:
         spec = agent.spec
         assert agent.proxy is not None and agent.journal is not None
-        hub_url = f"ws://{agent.proxy.listen}"
-        token = self.tokens[spec.user, "agent"]
+        scheme = "wss" if agent.proxy.listen_ssl is not None else "ws"
+        hub_url = f"{scheme}://{agent.proxy.listen}"
+        try:
+            token = self.tokens.get(spec.user, "agent")
+        except TargetError as exc:
+            raise BackendError(str(exc)) from None
         root = self.agent_root(spec)
-        if spec.command:
-            values = {
-                "hub_url": hub_url,
-                "token": token,
-                "session": spec.session,
-                "root": str(root),
-                "machine": spec.machine,
-            }
-            argv = [part.format(**values) for part in spec.command]
-            proc = subprocess.Popen(
-                argv,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            return ManagedProcess(spec.name, proc)
+        if not agent.target.is_reference:
+            return self._spawn_command(agent, hub_url, token, root)
         options = spec.options
         args = [
             "agent",
@@ -259,11 +285,44 @@ class ProcessBackend(Backend):
             args += ["--defect", defect]
         return spawn_tetherbed(spec.name, args, env={"TETHERBED_AGENT_TOKEN": token})
 
+    def _spawn_command(self, agent: _Agent, hub_url: str, token: str, root: Path) -> ManagedProcess:
+        """A third-party agent from its command template; its output goes to a log."""
+        spec = agent.spec
+        state = self.workdir / "agents" / spec.name
+        state.mkdir(parents=True, exist_ok=True)
+        values = {
+            "hub_url": hub_url,
+            "token": token,
+            "session": spec.session,
+            "root": str(root),
+            "machine": spec.machine,
+            "name": spec.name,
+            "state": str(state),
+            "shell": spec.shell,
+            "max_concurrent": spec.options.get("max_concurrent", 4),
+            "protocol_version": spec.options.get("protocol_version", CURRENT_TEXT),
+        }
+        argv = agent.target.argv(values)
+        log = self.workdir / "logs" / f"agent-{spec.name}.log"
+        with log.open("ab") as out:
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    env={**os.environ, **agent.target.environment(values)},
+                )
+            except OSError as exc:
+                raise BackendError(f"cannot start agent {spec.name} ({argv[0]}): {exc}") from None
+        return ManagedProcess(spec.name, proc)
+
     async def _watch(self, node: str, process: ManagedProcess) -> None:
         """Record the exit of a process that ends by itself."""
         code = await asyncio.to_thread(process.proc.wait)
         if node == "hub":
-            if self.hub is not None and self.hub.process is process:
+            if self.hub.process is process:
                 self.hub_state = NodeState("exited", code)
                 self.recorder.event("hub", "exited", {"code": code})
             return
@@ -274,13 +333,16 @@ class ProcessBackend(Backend):
             self._agent_event(agent, "exited", {"code": code})
 
     async def stop(self, node: str) -> None:
-        process = self._process(node)
+        if node == "hub" and not self.target.hub.startable:
+            await self._admin_call("shut the hub down", lambda admin: admin.shutdown())
+            return
+        process = self._process(node, "stop")
         if process is not None and process.alive():
             await asyncio.to_thread(process.stop)
             await asyncio.sleep(0.05)
 
     async def kill(self, node: str) -> None:
-        process = self._process(node)
+        process = self._process(node, "kill")
         if process is None or not process.alive():
             return
         process.signal(signal.SIGKILL)
@@ -288,7 +350,7 @@ class ProcessBackend(Backend):
         self._record_process(node, "killed")
 
     async def pause(self, node: str) -> None:
-        process = self._process(node)
+        process = self._process(node, "pause")
         if process is None:
             raise BackendError(f"{node} is not running")
         process.signal(signal.SIGSTOP)
@@ -296,7 +358,7 @@ class ProcessBackend(Backend):
         self._record_process(node, "paused")
 
     async def resume(self, node: str) -> None:
-        process = self._process(node)
+        process = self._process(node, "resume")
         if process is None:
             raise BackendError(f"{node} is not running")
         process.signal(signal.SIGCONT)
@@ -304,9 +366,14 @@ class ProcessBackend(Backend):
             self._set_state(node, NodeState("running"))
         self._record_process(node, "resumed")
 
-    def _process(self, node: str) -> ManagedProcess | None:
+    def _process(self, node: str, action: str = "signal") -> ManagedProcess | None:
         if node == "hub":
-            return self.hub.process if self.hub is not None else None
+            if not self.target.hub.startable:
+                try:
+                    self.hub.require_control(action)
+                except TargetError as exc:
+                    raise BackendError(str(exc)) from None
+            return self.hub.process
         return self.agents[node].process
 
     def _set_state(self, node: str, state: NodeState) -> None:
@@ -367,13 +434,29 @@ class ProcessBackend(Backend):
     # --- clients -------------------------------------------------------------------
 
     async def open_client(self, client: ClientSpec) -> MessageTransport:
-        token = self.tokens[client.user, "client"]
-        url = f"{self.hub_url}/v1/sessions/{client.session}/client"
-        return await connect_websocket(url, {"Authorization": f"Bearer {token}"})
+        raise BackendError("the process backend opens clients through the client adapter")
+
+    async def open_session_client(self, client: ClientSpec) -> SessionClient:
+        if self._clients is None:
+            try:
+                self._clients = client_adapter(self.target.client_adapter, self.hub.access())
+            except TargetError as exc:
+                raise BackendError(str(exc)) from None
+        return await self._clients.open(client.session, client.user)
 
     async def revoke(self, session: str, user: str) -> None:
-        async with HubAdmin(self.hub_url, self.tokens[user, "client"]) as admin:
-            await admin.revoke(session)
+        await self._admin_call(f"revoke {session}", lambda admin: admin.revoke(session, user))
+
+    async def _admin_call(self, what: str, call: Any) -> None:
+        if self._admin is None:
+            try:
+                self._admin = admin_adapter(self.target.admin_adapter, self.hub.access())
+            except TargetError as exc:
+                raise BackendError(str(exc)) from None
+        try:
+            await call(self._admin)
+        except NotSupported as exc:
+            raise BackendError(f"the hub's admin adapter cannot {what}: {exc}") from None
 
     # --- history -------------------------------------------------------------------
 

@@ -30,7 +30,9 @@ from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
 from tetherbed.simulator.sim.hub_node import SimHub
 from tetherbed.simulator.sim.network import SimNetwork
 from tetherbed.simulator.sim.shell import run_sim_command
+from tetherbed.simulator.targets import Target
 from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop
+from tetherbed.simulator.wiretap.scrub import Scrubber
 from tetherbed.wire.version import CURRENT_TEXT
 
 T = TypeVar("T")
@@ -73,11 +75,20 @@ class _AgentNode:
 
 class SimBackend(Backend):
     name = "sim"
+    records_wire = True
 
-    def __init__(self, scenario: Scenario, workdir: Path, seed: int) -> None:
+    def __init__(
+        self, scenario: Scenario, workdir: Path, seed: int, *, target: Target | None = None
+    ) -> None:
+        if target is not None and not target.is_reference:
+            raise BackendError(
+                "the sim backend runs Tetherbed's own hub and agents in virtual time; "
+                "run a third-party target on the process backend"
+            )
         self.loop = VirtualTimeLoop()
         self.clock = VirtualClock(self.loop)
         super().__init__(scenario, workdir, seed)
+        self.recorder.scrub = Scrubber(workdir)
         self.rng = random.Random(seed)
         self.network = SimNetwork(random.Random(self.rng.getrandbits(64)))
         self.store = HubStore(":memory:")
@@ -107,6 +118,7 @@ class SimBackend(Backend):
             self._tokens_for(user)
         for node in self.agents.values():
             prepare_root(self.agent_root(node.spec), node.spec)
+            self.network.taps[node.spec.name] = self.recorder.wire_log(node.spec.name)
 
     def _tokens_for(self, user: str) -> None:
         for kind in ("agent", "client"):
@@ -118,6 +130,7 @@ class SimBackend(Backend):
         self.agents[spec.name] = _AgentNode(spec)
         self._tokens_for(spec.user)
         prepare_root(self.agent_root(spec), spec)
+        self.network.taps[spec.name] = self.recorder.wire_log(spec.name)
 
     async def teardown(self) -> None:
         for node in self.agents.values():

@@ -10,34 +10,37 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable, Mapping
+from types import ModuleType
 from typing import Any
 
 from tetherbed.simulator.checkers import (
     backoff_bounds,
+    crossed_answers,
+    double_execution,
     exactly_one_answer,
     file_contents,
-    no_crossed_answers,
-    no_double_execution,
-    no_reconnect_after_fatal,
+    reconnect_after_fatal,
     single_owner,
 )
 from tetherbed.simulator.checkers.verdict import Checker, Verdict
 from tetherbed.simulator.history import History
 
-__all__ = ["CHECKERS", "Checker", "Verdict", "checker_options", "run_checkers"]
+__all__ = ["CHECKERS", "MODULES", "Checker", "Verdict", "checker_options", "run_checkers"]
 
-CHECKERS: dict[str, Checker] = {
-    module.NAME: module.check
+#: Each checker's module by the name scenarios use (module names need not match).
+MODULES: dict[str, ModuleType] = {
+    module.NAME: module
     for module in (
         single_owner,
-        no_double_execution,
+        double_execution,
         exactly_one_answer,
-        no_reconnect_after_fatal,
+        reconnect_after_fatal,
         backoff_bounds,
-        no_crossed_answers,
+        crossed_answers,
         file_contents,
     )
 }
+CHECKERS: dict[str, Checker] = {name: module.check for name, module in MODULES.items()}
 
 
 def checker_options(name: str) -> dict[str, Any]:
@@ -59,8 +62,9 @@ def run_checkers(
 
     `options` maps a checker name to its keyword options. An unknown checker
     or option is a scenario mistake and raises ValueError before anything
-    runs; a checker that crashes on the history yields a verdict with `error`
-    set (the run is an error, not a failure of the system under test).
+    runs; a checker that crashes on the history yields an `error` verdict with
+    `error` set (the run is an error, not a failure of the system under test,
+    and never a pass).
     """
     chosen = list(dict.fromkeys(CHECKERS if names is None else names))
     options = options or {}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tetherbed.simulator.checkers._records import COMPLETIONS, ordered, seconds, time_of
+from tetherbed.simulator.checkers.evidence.records import COMPLETIONS, ordered, seconds, time_of
 from tetherbed.simulator.checkers.verdict import Findings, Verdict
 from tetherbed.simulator.history import History, Record
 
@@ -88,7 +88,11 @@ def check(history: History, *, grace: float = 0.0) -> Verdict:
             f"{seconds(time_of(invoke))}) never got an answer",
             (invoke, "invoke without completion"),
         )
-    return findings.verdict(f"{invokes} request(s), each answered exactly once")
+    answers = sum(1 for r in records if r.type in COMPLETIONS)
+    no_evidence = "no client request in the history" if not invokes and not answers else None
+    return findings.verdict(
+        f"{invokes} request(s), each answered exactly once", no_evidence=no_evidence
+    )
 
 
 def _usable(req: Any) -> bool:

@@ -24,7 +24,8 @@ operation replaced it. So:
 - `exists: false` needs a delete among them — a missing file after an
   acknowledged write that no delete can follow is a lost write;
 - an unknown effect among the candidates, or no operation and unknown initial
-  content, means the file cannot be judged; the summary counts those.
+  content, means the file cannot be judged; the summary counts those, and
+  with no file judged at all the verdict is unknown.
 
 Files are keyed by (session, path). Agents of one machine share a root, so
 option `file_systems` ({session: disk name}) puts sessions that share files
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from tetherbed.simulator.checkers._files import (
+from tetherbed.simulator.checkers.evidence.files import (
     ABSENT,
     WILD,
     Effect,
@@ -51,8 +52,14 @@ from tetherbed.simulator.checkers._files import (
     preview,
     to_bytes,
 )
-from tetherbed.simulator.checkers._operations import operations
-from tetherbed.simulator.checkers._records import fields, is_event, ordered, seconds, time_of
+from tetherbed.simulator.checkers.evidence.operations import operations
+from tetherbed.simulator.checkers.evidence.records import (
+    fields,
+    is_event,
+    ordered,
+    seconds,
+    time_of,
+)
 from tetherbed.simulator.checkers.verdict import Findings, Verdict
 from tetherbed.simulator.history import History, Record
 
@@ -89,7 +96,12 @@ def check(
         checked += judged
         unknown += not judged
     note = f"; {unknown} could not be judged (unknown effects)" if unknown else ""
-    return findings.verdict(f"{checked} final file(s) match the acknowledged writes{note}")
+    summary = f"{checked} final file(s) match the acknowledged writes{note}"
+    if not checked and not unknown:
+        return findings.verdict(summary, no_evidence="no file was written")
+    if not checked:
+        findings.undecided(f"{unknown} final file(s) could not be judged (unknown effects)")
+    return findings.verdict(summary)
 
 
 def _judge(

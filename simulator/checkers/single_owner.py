@@ -1,4 +1,4 @@
-"""single_owner: at most one connection owns a session at any moment.
+"""single_owner: at most one connection serves a session at any moment.
 
 Why: two owners is split-brain — two machines executing one conversation's
 commands, diverging files and forked audit chains. The spec's policy (first
@@ -6,48 +6,45 @@ shim wins; a same-machine reconnect takes over after SESSION_REVOKED; another
 machine gets 4427) exists to prevent exactly this, and the v0 "silent
 last-write-wins" behaviour it replaced is the classic way to get it.
 
-Owner intervals come from the hub's own events when the history has them:
+Judged from the wire, whatever the hub says about itself. Each agent data
+connection (the session from its upgrade path or HELLO_ACK) carries request
+traffic from the first request that reached the node until the last request
+it was working on ended: a request ends with the node's answer or, unanswered,
+when the connection was released (SESSION_REVOKED or a Close in either
+direction, or its end), when the node's process was frozen, or at the end of
+the run — never at the last record the node happened to write. Two
+connections of one session whose traffic intervals overlap by more than
+`tolerance` seconds (default 0) are a violation; the evidence is a request of
+each that was in progress at the same time.
 
-- a data-plane `ack` (control false) starts an interval for (session, conn);
-- it ends at the first of: a non-silent `takeover` naming it `old`, `revoke`,
-  `disconnect`, `shutdown_close` or `pong_timeout` of that conn, or the hub
-  process exiting or being killed (its state dies with it);
-- a `takeover` with silent=true does NOT end the old interval: the old
-  connection was neither told nor closed and still holds the session;
-- an interval still open at the end of the history lasts until the end.
+Extra evidence: a hub that writes Tetherbed's event log admits to overlapping
+owners itself (a silent takeover keeps the old owner, `evidence/
+hub_ownership.py`); such an admission counts as a violation for sessions the
+wire did not already convict. It can never make a verdict pass.
 
-Connection ids restart when the hub restarts, so they are scoped by hub
-lifetime (one per `started` event of process "hub").
-
-Two intervals of one session that overlap (compared by (time, index), so an
-interval that ends at the very record before another starts does not overlap
-it) are a violation; the evidence is both acks, any silent takeover between
-them and the end of the first interval.
-
-Without hub protocol events (a third-party hub), intervals come from the
-agents instead: `connected` starts one for (session, agent process), and
-`lost`, `revoked`, `stop`, `fatal_close`, `exited` or `killed` ends it; while
-the process is paused it cannot act, so the interval is suspended. Agents learn
-of a takeover a little after the hub decided it, so an overlap must last longer
-than `tolerance` seconds to count.
-
-Options: `source` ("auto", "hub" or "agent"), `tolerance` (agent mode only,
-default 0.5 s).
+No recorded agent link, or no request that reached any agent: unknown.
+Option `source`: "auto" (the wire plus the hub's events), "wire" or "hub".
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from tetherbed.simulator.checkers._records import (
-    END,
-    Key,
+from tetherbed.simulator.checkers.evidence.connections import (
+    Connection,
+    Request,
+    connections,
+    has_wire,
+)
+from tetherbed.simulator.checkers.evidence.hub_ownership import (
+    OwnerInterval,
+    has_hub_events,
+    owner_intervals,
+)
+from tetherbed.simulator.checkers.evidence.lifecycle import Period, pauses
+from tetherbed.simulator.checkers.evidence.records import (
     fields,
-    is_agent,
-    is_event,
-    key,
-    ordered,
     seconds,
     text,
     time_of,
@@ -57,210 +54,200 @@ from tetherbed.simulator.history import History, Record
 
 NAME = "single_owner"
 
-#: Hub events that end the named connection's ownership.
-_HUB_ENDS = ("revoke", "disconnect", "shutdown_close", "pong_timeout")
-#: Hub events that show the hub reports its protocol decisions.
-_HUB_PROTOCOL = frozenset({"connect", "hello", "ack", "takeover", "disconnect", "refused"})
-#: Agent events (and lifecycle events) that end an agent-side interval.
-_AGENT_ENDS = ("lost", "revoked", "stop", "fatal_close", "exited", "killed")
+__all__ = ["NAME", "OwnerInterval", "Traffic", "check", "owner_intervals", "traffic"]
 
 
-@dataclass(slots=True)
-class OwnerInterval:
-    """One connection owning one session from `start` to `end` (None: still)."""
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One request a node worked on, from its arrival to its end."""
 
+    request: Request
+    start: float
+    end: float
+    #: The record that ended it: the answer, the release, the pause, or None (run end).
+    until: Record | None
+
+
+@dataclass(frozen=True, slots=True)
+class Traffic:
+    """The request traffic one connection carried for one session."""
+
+    connection: Connection
     session: str
-    conn: str
-    start: Record
-    end: Record | None = None
-    #: Silent takeovers that named this connection `old` while it still owned.
-    silent_takeovers: list[Record] = field(default_factory=list)
-    #: The hub lifetime (hub mode) so that restarted conn ids stay distinct.
-    epoch: int = 0
+    spans: tuple[Span, ...]
 
     @property
-    def start_key(self) -> Key:
-        return key(self.start)
+    def start(self) -> float:
+        return min(s.start for s in self.spans)
 
     @property
-    def end_key(self) -> Key:
-        return END if self.end is None else key(self.end)
+    def end(self) -> float:
+        return max(s.end for s in self.spans)
 
 
-def has_hub_events(history: History) -> bool:
-    return any(r.process == "hub" and is_event(r) and r.f in _HUB_PROTOCOL for r in history)
-
-
-def owner_intervals(history: History) -> list[OwnerInterval]:
-    """The hub's view: who owned which session when."""
-    intervals: list[OwnerInterval] = []
-    open_by_conn: dict[str, OwnerInterval] = {}
-    epoch = 0
-    for record in ordered(history):
-        if record.process != "hub" or not is_event(record):
+def traffic(history: History) -> list[Traffic]:
+    """Every agent data connection that carried requests, with its spans."""
+    run_end = max((time_of(r) for r in history), default=0.0)
+    frozen = pauses(history)
+    found: list[Traffic] = []
+    for connection in connections(history):
+        session = connection.session
+        if session is None or connection.is_control or not connection.requests:
             continue
-        value = fields(record)
-        if record.f == "started":
-            epoch += 1
-            open_by_conn.clear()
-        elif record.f in ("exited", "killed"):
-            for interval in open_by_conn.values():
-                interval.end = record
-            open_by_conn.clear()
-        elif record.f == "ack":
-            conn = text(value.get("conn"))
-            session = record.session or text(value.get("session"))
-            if conn is None or session is None or value.get("control") is True:
-                continue
-            previous = open_by_conn.get(conn)
-            if previous is not None:  # a second ack for one conn: treat as one interval
-                continue
-            interval = OwnerInterval(session, conn, record, epoch=epoch)
-            open_by_conn[conn] = interval
-            intervals.append(interval)
-        elif record.f == "takeover":
-            old = open_by_conn.get(text(value.get("old")) or "")
-            if old is None:
-                continue
-            if value.get("silent") is True:
-                old.silent_takeovers.append(record)
-            else:
-                old.end = record
-                del open_by_conn[old.conn]
-        elif record.f in _HUB_ENDS:
-            conn = text(value.get("conn")) or ""
-            interval = open_by_conn.pop(conn, None)
-            if interval is not None:
-                interval.end = record
-    return intervals
+        periods = frozen.get(f"agent:{connection.node}", [])
+        spans = tuple(_span(r, connection, periods, run_end) for r in connection.requests)
+        found.append(Traffic(connection, session, spans))
+    return found
 
 
-def agent_intervals(history: History) -> list[OwnerInterval]:
-    """The agents' view: when each agent believed it served its session."""
-    intervals: list[OwnerInterval] = []
-    current: dict[str, OwnerInterval] = {}
-    suspended: dict[str, OwnerInterval] = {}
-    for record in ordered(history):
-        process = record.process
-        if not is_agent(process) or not is_event(record):
-            continue
-        if record.f == "connected":
-            session = record.session
-            if session is None:
-                continue
-            conn = text(fields(record).get("conn")) or process
-            interval = OwnerInterval(session, conn, record)
-            current[process] = interval
-            suspended.pop(process, None)
-            intervals.append(interval)
-        elif record.f == "paused" and process in current:
-            interval = current.pop(process)
-            interval.end = record
-            suspended[process] = interval
-        elif record.f == "resumed" and process in suspended:
-            held = suspended.pop(process)
-            interval = OwnerInterval(held.session, held.conn, record)
-            current[process] = interval
-            intervals.append(interval)
-        elif record.f in _AGENT_ENDS:
-            suspended.pop(process, None)
-            interval = current.pop(process, None)
-            if interval is not None:
-                interval.end = record
-    return intervals
+def _span(request: Request, connection: Connection, frozen: list[Period], run_end: float) -> Span:
+    start = time_of(request.frame)
+    if request.answer is not None:
+        return Span(request, start, time_of(request.answer), request.answer)
+    ends: list[tuple[float, Record | None]] = [(run_end, None)]
+    released = connection.released
+    if released is not None and time_of(released) >= start:
+        ends.append((time_of(released), released))
+    for period in frozen:
+        if time_of(period.start) >= start:
+            ends.append((time_of(period.start), period.start))
+    end, until = min(ends, key=lambda item: item[0])
+    return Span(request, start, end, until)
 
 
-def check(
-    history: History,
-    *,
-    source: str = "auto",
-    tolerance: float = 0.5,
-) -> Verdict:
+def check(history: History, *, tolerance: float = 0.0, source: str = "auto") -> Verdict:
     findings = Findings(NAME)
-    use_hub = source == "hub" or (source == "auto" and has_hub_events(history))
-    if use_hub:
-        intervals = owner_intervals(history)
-        slack = 0.0
-        origin = "hub events"
-    else:
-        intervals = agent_intervals(history)
-        slack = max(float(tolerance), 0.0)
-        origin = f"agent events, tolerance {slack:g} s"
-    last = max((time_of(r) for r in history), default=0.0)
-    by_session: dict[str, list[OwnerInterval]] = defaultdict(list)
-    for interval in intervals:
-        by_session[interval.session].append(interval)
+    slack = max(float(tolerance), 0.0)
+    use_wire = source in ("auto", "wire")
+    use_hub = source in ("auto", "hub") and has_hub_events(history)
+    convicted: set[str] = set()
+    carried: list[Traffic] = traffic(history) if use_wire else []
+    by_session: dict[str, list[Traffic]] = defaultdict(list)
+    for item in carried:
+        by_session[item.session].append(item)
     for session in sorted(by_session):
-        _overlaps(
-            session,
-            intervals=by_session[session],
-            findings=findings,
-            slack=slack,
-            last=last,
-            hub_mode=use_hub,
-        )
-    sessions = len(by_session)
-    return findings.verdict(
-        f"{len(intervals)} owner intervals over {sessions} session(s), "
-        f"never two owners at once ({origin})"
+        if _wire_overlaps(session, by_session[session], slack, findings):
+            convicted.add(session)
+    admitted = 0
+    if use_hub:
+        admitted = _hub_overlaps(history, convicted, findings)
+    wired = use_wire and has_wire(history)
+    summary = (
+        f"{len(carried)} connection(s) carried requests for {len(by_session)} session(s), "
+        "never two at once (wire)"
     )
+    if use_hub:
+        summary += "; the hub's own events agree"
+    if not carried and not admitted:
+        why = (
+            "no agent link was recorded"
+            if not wired and not use_hub
+            else "no request reached any agent connection"
+        )
+        return findings.verdict(summary, no_evidence=why)
+    if not wired and use_wire:
+        findings.undecided("only the hub's own events: no wire recording of agent links")
+    return findings.verdict(summary)
 
 
-def _overlaps(
-    session: str,
-    *,
-    intervals: list[OwnerInterval],
-    findings: Findings,
-    slack: float,
-    last: float,
-    hub_mode: bool,
-) -> None:
-    active: list[OwnerInterval] = []
-    for interval in sorted(intervals, key=lambda i: i.start_key):
-        active = [a for a in active if a.end_key > interval.start_key]
-        for earlier in active:
-            if earlier.conn == interval.conn and not hub_mode:
-                continue  # one agent resuming after a pause: not a second owner
-            begin = time_of(interval.start)
-            finish = min(
-                last if earlier.end is None else time_of(earlier.end),
-                last if interval.end is None else time_of(interval.end),
-            )
-            if not hub_mode and finish - begin <= slack:
+def _wire_overlaps(session: str, carried: list[Traffic], slack: float, findings: Findings) -> bool:
+    found = False
+    ordered_ = sorted(carried, key=lambda t: (t.start, t.connection.connect.index))
+    for i, first in enumerate(ordered_):
+        for second in ordered_[i + 1 :]:
+            if second.connection is first.connection:
                 continue
-            _report(
-                session,
-                first=earlier,
-                second=interval,
-                begin=begin,
-                finish=finish,
-                findings=findings,
-            )
-        active.append(interval)
+            begin = max(first.start, second.start)
+            finish = min(first.end, second.end)
+            if finish - begin <= slack and not _inside(begin, finish, first, second, slack):
+                continue
+            found = True
+            _report(session, first, second, begin=begin, finish=finish, findings=findings)
+    return found
+
+
+def _inside(begin: float, finish: float, first: Traffic, second: Traffic, slack: float) -> bool:
+    """A request answered at once (zero length) while the other connection was
+    in the middle of one: they overlap though the intersection has no length."""
+    if slack > 0 or finish < begin:
+        return False
+    return any(t.start < begin < t.end for t in (first, second))
+
+
+def _busy(traffic_: Traffic, begin: float, finish: float) -> Span:
+    """A span of `traffic_` in progress during [begin, finish] (else its nearest)."""
+    for span in traffic_.spans:
+        if span.start < finish and span.end > begin:
+            return span
+    return min(traffic_.spans, key=lambda s: abs(s.start - begin))
 
 
 def _report(
     session: str,
+    first: Traffic,
+    second: Traffic,
     *,
-    first: OwnerInterval,
-    second: OwnerInterval,
     begin: float,
     finish: float,
     findings: Findings,
 ) -> None:
+    a, b = first.connection, second.connection
+    span_a, span_b = _busy(first, begin, finish), _busy(second, begin, finish)
+    why = (
+        f"session {session}: {a.conn} and {b.conn} both carried its requests from "
+        f"{seconds(begin)} to {seconds(finish)} "
+        f"({span_a.request.kind} {span_a.request.id} on {a.conn}, "
+        f"{span_b.request.kind} {span_b.request.id} on {b.conn})"
+    )
+    if a.released is None or time_of(a.released) > finish:
+        why += f"; {a.conn} was never released"
+    records: list[tuple[Record | None, str]] = [
+        (a.hello_ack, f"{a.conn} accepted for the session"),
+        (span_a.request.frame, f"a request reaches {a.conn}"),
+        (span_a.until, f"that request's end on {a.conn}"),
+        (b.hello_ack, f"{b.conn} accepted while {a.conn} still carried requests"),
+        (span_b.request.frame, f"a request reaches {b.conn} at the same time"),
+        (span_b.until, f"that request's end on {b.conn}"),
+    ]
+    findings.add(why, *records)
+
+
+def _hub_overlaps(history: History, convicted: set[str], findings: Findings) -> int:
+    """Overlapping owners by the hub's own account; the sessions not yet convicted."""
+    last = max((time_of(r) for r in history), default=0.0)
+    by_session: dict[str, list[OwnerInterval]] = defaultdict(list)
+    for interval in owner_intervals(history):
+        by_session[interval.session].append(interval)
+    admitted = 0
+    for session in sorted(set(by_session) - convicted):
+        active: list[OwnerInterval] = []
+        for interval in sorted(by_session[session], key=lambda i: i.start_key):
+            active = [a for a in active if a.end_key > interval.start_key]
+            for earlier in active:
+                admitted += 1
+                finish = min(
+                    last if earlier.end is None else time_of(earlier.end),
+                    last if interval.end is None else time_of(interval.end),
+                )
+                _report_admitted(session, earlier, interval, finish, findings)
+            active.append(interval)
+    return admitted
+
+
+def _report_admitted(
+    session: str, first: OwnerInterval, second: OwnerInterval, finish: float, findings: Findings
+) -> None:
     silent = [t for t in first.silent_takeovers if text(fields(t).get("new")) == second.conn]
     why = (
-        f"session {session}: {first.conn} and {second.conn} both owned it from "
-        f"{seconds(begin)} to {seconds(finish)}"
+        f"session {session}: by the hub's own events {first.conn} and {second.conn} both "
+        f"owned it from {seconds(time_of(second.start))} to {seconds(finish)}"
     )
     if silent:
         why += f"; the takeover was silent (last-write-wins), {first.conn} was never closed"
-    elif first.end is None:
-        why += f"; {first.conn} was never released"
     records: list[tuple[Record | None, str]] = [
-        (first.start, f"{first.conn} becomes owner"),
-        (second.start, f"{second.conn} becomes owner while {first.conn} still owns"),
+        (first.start, f"hub: {first.conn} becomes owner"),
+        (second.start, f"hub: {second.conn} becomes owner while {first.conn} still owns"),
     ]
-    records += [(t, "silent takeover: the old owner is not closed") for t in silent]
-    records.append((first.end, f"{first.conn} stops owning"))
+    records += [(t, "hub: silent takeover, the old owner is not closed") for t in silent]
+    records.append((first.end, f"hub: {first.conn} stops owning"))
     findings.add(why, *records)

@@ -14,13 +14,17 @@ import logging
 import random
 import signal
 import sys
+import time
 from collections.abc import Sequence
 
 from tetherbed.runtime import event_loop
+from tetherbed.runtime.event_log import EventLog
 from tetherbed.simulator.proxy import errors
 from tetherbed.simulator.proxy.addresses import parse_address
 from tetherbed.simulator.proxy.registry import ProxyRegistry
 from tetherbed.simulator.proxy.server import DEFAULT_API, ApiServer
+from tetherbed.simulator.wiretap.log import WireLog
+from tetherbed.simulator.wiretap.records import file_sink
 
 
 def _api_address(text: str) -> tuple[str, int]:
@@ -43,6 +47,13 @@ def _proxy_spec(text: str) -> tuple[str, str, str]:
     return name, listen, upstream
 
 
+def _record_spec(text: str) -> tuple[str, str, str]:
+    name, node, path = [*text.split("=", 2), "", ""][:3]
+    if not name or not node or not path:
+        raise argparse.ArgumentTypeError(f"expected PROXY=NODE=FILE, got {text!r}")
+    return name, node, path
+
+
 def build_parser(prog: str = "tetherbed proxy") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -61,6 +72,15 @@ def build_parser(prog: str = "tetherbed proxy") -> argparse.ArgumentParser:
         help="create this proxy at start (repeatable), e.g. hub=127.0.0.1:18765=127.0.0.1:8765",
     )
     parser.add_argument("--seed", type=int, default=None, help="seed for every random choice")
+    parser.add_argument(
+        "--record",
+        action="append",
+        default=[],
+        type=_record_spec,
+        metavar="PROXY=NODE=FILE",
+        help="record what crosses PROXY, seen from its connecting side NODE, as JSON lines "
+        "in FILE (the wire recorder; repeatable)",
+    )
     parser.add_argument(
         "--no-websocket", action="store_true", help="never parse WebSocket frames (pure TCP)"
     )
@@ -95,9 +115,14 @@ async def _serve(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     api = ApiServer(registry, *args.api)
+    logs = {name: (node, EventLog(path, time.time)) for name, node, path in args.record}
     try:
         for name, listen, upstream in args.proxy:
-            await registry.create(name, listen, upstream)
+            recorded: dict[str, object] = {}
+            if name in logs:
+                node, log = logs[name]
+                recorded = {"wire": WireLog(node, file_sink(log)), "wire_clock": time.time}
+            await registry.create(name, listen, upstream, **recorded)
         address = await api.start()
     except (errors.ProxyError, OSError) as exc:
         print(f"tetherbed proxy: {getattr(exc, 'message', exc)}", file=sys.stderr)
@@ -114,6 +139,8 @@ async def _serve(args: argparse.Namespace) -> int:
     finally:
         await api.stop()
         await registry.close()
+        for _, log in logs.values():
+            log.close()
     return 0
 
 

@@ -24,6 +24,7 @@ from tetherbed.simulator.proxy.chain import ToxicChain
 from tetherbed.simulator.proxy.events import Signal
 from tetherbed.simulator.proxy.pump import DirectionPump
 from tetherbed.simulator.proxy.streams import DOWNSTREAM, STREAMS, UPSTREAM, Stream
+from tetherbed.simulator.proxy.ws.handshake import MAX_HEAD
 from tetherbed.simulator.proxy.ws.session import (
     CallAt,
     EndConnection,
@@ -32,12 +33,15 @@ from tetherbed.simulator.proxy.ws.session import (
     SessionAction,
     WsSession,
 )
+from tetherbed.simulator.wiretap.stream import StreamTap
 
 if TYPE_CHECKING:
     from tetherbed.simulator.proxy.proxy import FaultProxy
 
 log = logging.getLogger(__name__)
 READ_SIZE = 64 * 1024
+#: How long an unreachable upstream's connecting side may take to show its request.
+UNREACHABLE_READ = 0.25
 _OTHER: dict[Stream, Stream] = {UPSTREAM: DOWNSTREAM, DOWNSTREAM: UPSTREAM}
 
 
@@ -76,6 +80,9 @@ class ProxiedConnection:
         self._closing = False
         self._done = asyncio.Event()
         self._dialable = asyncio.Event()
+        self._was_reset = False
+        wire = proxy.wire
+        self._tap = StreamTap(wire.connect(proxy.wire_clock())) if wire is not None else None
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -87,9 +94,18 @@ class ProxiedConnection:
                 return
             host, port = self._proxy.upstream_address
             try:
-                server_reader, server_writer = await asyncio.open_connection(host, port)
+                server_reader, server_writer = await asyncio.open_connection(
+                    host,
+                    port,
+                    ssl=self._proxy.upstream_ssl,
+                    server_hostname=self._proxy.upstream_hostname
+                    if self._proxy.upstream_ssl is not None
+                    else None,
+                )
             except OSError as exc:
                 log.info("%s: upstream %s:%s unreachable: %s", self._proxy.name, host, port, exc)
+                if self._tap is not None:
+                    await self._record_unreachable(self._tap)
                 return
             if self._done.is_set():
                 server_writer.close()
@@ -104,7 +120,10 @@ class ProxiedConnection:
         readers = {UPSTREAM: self._client_reader, DOWNSTREAM: server_reader}
         for stream in STREAMS:
             pump = DirectionPump(
-                stream, self._writers[stream], lambda s=stream: self._proxy.partitions.gate(s)
+                stream,
+                self._writers[stream],
+                lambda s=stream: self._proxy.partitions.gate(s),
+                self._recorded_write if stream == DOWNSTREAM and self._tap else None,
             )
             self._pumps[stream] = pump
             chain = ToxicChain(pump.put, rng=self._rng, call_at=self._call_at, clock=self._now)
@@ -134,6 +153,7 @@ class ProxiedConnection:
 
     def reset(self) -> None:
         """End now with an RST on both sides."""
+        self._was_reset = True
         for writer in (self._client_writer, *self._writers.values()):
             abort_with_rst(writer)
         self._done.set()
@@ -152,6 +172,21 @@ class ProxiedConnection:
         for writer in (self._client_writer, *self._writers.values()):
             writer.close()
         self._done.set()
+        if self._tap is not None:
+            self._tap.end("reset" if self._was_reset else "closed", self._proxy.wire_clock())
+
+    async def _record_unreachable(self, tap: StreamTap) -> None:
+        """Record what the connecting side asked for before it is turned away."""
+        with contextlib.suppress(OSError, TimeoutError):
+            async with asyncio.timeout(UNREACHABLE_READ):
+                data = await self._client_reader.read(MAX_HEAD)
+                tap.feed("up", data, self._proxy.wire_clock())
+        tap.unreachable(self._proxy.wire_clock())
+
+    def _recorded_write(self, data: bytes) -> None:
+        """Bytes about to reach the connecting side: what it receives."""
+        assert self._tap is not None
+        self._tap.feed("down", data, self._proxy.wire_clock())
 
     # -- notifications from the proxy ------------------------------------------
 
@@ -196,6 +231,8 @@ class ProxiedConnection:
                 data = await reader.read(READ_SIZE)
                 if not data:
                     break
+                if stream == UPSTREAM and self._tap is not None:
+                    self._tap.feed("up", data, self._proxy.wire_clock())
                 self._ingest(stream, data)
                 await pump.wait_for_room()
         except OSError:  # the sender reset its connection: pass the reset on

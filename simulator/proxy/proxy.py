@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Mapping
+import ssl
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tetherbed.simulator.proxy import errors
@@ -27,6 +29,7 @@ from tetherbed.simulator.proxy.partition import Partition, Partitions
 from tetherbed.simulator.proxy.streams import Stream, select_streams
 from tetherbed.simulator.proxy.toxics import Toxic
 from tetherbed.simulator.proxy.ws.rules import MessageRule, RuleBook, check_close
+from tetherbed.simulator.wiretap.log import WireLog
 
 log = logging.getLogger(__name__)
 STOP_GRACE = 5.0
@@ -43,11 +46,23 @@ class FaultProxy:
         websocket: bool = True,
         strip_extensions: bool = True,
         close_timeout: float = 2.0,
+        wire: WireLog | None = None,
+        wire_clock: Callable[[], float] = time.monotonic,
+        listen_ssl: ssl.SSLContext | None = None,
+        upstream_ssl: ssl.SSLContext | None = None,
+        upstream_hostname: str | None = None,
     ) -> None:
         """`rng` drives every random choice (toxicity, jitter, slice sizes); seed it
         to reproduce them. `websocket` turns on frame parsing after an HTTP upgrade;
         `strip_extensions` keeps permessage-deflate from being negotiated so that
-        message rules can read and drop messages (see `ws_handshake`)."""
+        message rules can read and drop messages (see `ws_handshake`).
+
+        `wire` records what crosses, seen from the connecting side, with times
+        from `wire_clock` (the wire recorder, `simulator/wiretap`). `listen_ssl`
+        terminates TLS toward the connecting side; `upstream_ssl` originates TLS
+        toward the upstream (verifying `upstream_hostname`): with both, the
+        proxy reads and records a `wss://` link; with only the second, the
+        connecting side speaks plain `ws://` to the proxy."""
         self.name = name
         self._listen = parse_address(listen, "listen")
         self.upstream_address = parse_address(upstream, "upstream")
@@ -55,6 +70,11 @@ class FaultProxy:
         self.websocket = websocket
         self.strip_extensions = strip_extensions
         self.close_timeout = close_timeout
+        self.wire = wire
+        self.wire_clock = wire_clock
+        self.listen_ssl = listen_ssl
+        self.upstream_ssl = upstream_ssl
+        self.upstream_hostname = upstream_hostname
         self.partitions = Partitions()
         self.rules = RuleBook()
         self._rng = rng if rng is not None else random.Random()
@@ -81,7 +101,7 @@ class FaultProxy:
             return
         host, port = self._listen
         try:
-            self._server = await asyncio.start_server(self._accept, host, port)
+            self._server = await asyncio.start_server(self._accept, host, port, ssl=self.listen_ssl)
         except OSError as exc:
             message = f"proxy {self.name} cannot listen on {self.listen}: {exc}"
             raise errors.ProxyError(message) from exc

@@ -30,8 +30,11 @@ class DirectionPump:
         stream: Stream,
         destination: asyncio.StreamWriter,
         gate: Callable[[], str | None],
+        on_write: Callable[[bytes], None] | None = None,
     ) -> None:
+        """`on_write` sees every chunk as it is written (the wire recorder)."""
         self.stream = stream
+        self._on_write = on_write
         self._destination = destination
         self._gate = gate
         self._queue: deque[list] = deque()  # [when, event]; lists so flush() can edit
@@ -81,6 +84,8 @@ class DirectionPump:
                 return event
             self._release(len(event))
             if gate is None:  # else a drop/timeout partition swallows it
+                if self._on_write is not None:
+                    self._on_write(event)
                 self._destination.write(event)
                 await self._destination.drain()
 

@@ -3,9 +3,11 @@
 One <testsuite> per backend (a backend run: every scenario that ran on it),
 one <testcase> per scenario run (with its seed in the name when there is
 one). A failing checker becomes a <failure> whose message lists the failing
-checkers' summaries and whose text quotes their evidence; a runner error
-becomes an <error>. The replay command goes to <system-out>, where CI shows it
-next to the failure.
+checkers' summaries and whose text quotes their evidence; a runner error or
+a crashed checker becomes an <error>. A checker that had no evidence
+(unknown) is a `unknown.<checker>` property of its test case and a line of
+its <system-out>; with `--strict` it is a <failure> as well. The replay
+command goes to <system-out>, where CI shows it next to the failure.
 
 Built with xml.etree so that escaping is always right; characters XML 1.0
 forbids (most C0 controls, which a command's output may hold) are replaced
@@ -90,16 +92,29 @@ def _case(suite: ET.Element, name: str, run: RunResult) -> None:
     )
     if run.verdict == "error":
         text = run.error_text()
-        error = ET.SubElement(case, "error", message=clean(_first_line(text)), type="error")
+        kind = "CheckerCrash" if not run.error and run.crashed_checkers else "error"
+        error = ET.SubElement(case, "error", message=clean(_first_line(text)), type=kind)
         error.text = clean(text)
     elif run.verdict == "fail":
         failed = run.failed_checkers
-        message = "; ".join(f"{v.name}: {v.summary}" for v in failed) or "failed"
-        failure = ET.SubElement(
-            case, "failure", message=clean(_first_line(message)), type="CheckerFailure"
-        )
-        failure.text = clean("\n\n".join(_describe(v) for v in failed) or message)
-    lines = [f"replay: {run.replay}"] if run.replay else []
+        causes = ([run.failure] if run.failure else []) + [f"{v.name}: {v.summary}" for v in failed]
+        message = "; ".join(causes) or "failed"
+        kind = "StepFailure" if run.failure else "CheckerFailure"
+        failure = ET.SubElement(case, "failure", message=clean(_first_line(message)), type=kind)
+        details = ([run.failure] if run.failure else []) + [_describe(v) for v in failed]
+        failure.text = clean("\n\n".join(details) or message)
+    unknown = run.unknown_checkers
+    if unknown:
+        properties = ET.SubElement(case, "properties")
+        for verdict in unknown:
+            ET.SubElement(
+                properties, "property", name=f"unknown.{verdict.name}", value=clean(verdict.summary)
+            )
+    lines = [f"unknown: {v.name}: {v.summary}" for v in unknown]
+    if run.not_applicable:
+        lines.append(f"not applicable to this target: {run.not_applicable} reference-only step(s)")
+    if run.replay:
+        lines.append(f"replay: {run.replay}")
     if run.history_path:
         lines.append(f"history: {run.history_path}")
     if lines:

@@ -36,17 +36,29 @@ class RunResult:
     #: The exact shell command that replays this run.
     replay: str = ""
     history_path: str | None = None
+    #: Reference-only steps not applicable to the target (third-party parts).
+    not_applicable: int = 0
+    #: Whether unknown verdicts counted as failures (`--strict`).
+    strict: bool = False
+    #: The expect or assert step that did not hold (the run failed there).
+    failure: str | None = None
 
     @property
     def failed_checkers(self) -> list[Verdict]:
-        """Checkers that judged the history and found it broken."""
+        """Checkers that judged the history and found it broken (with `strict`,
+        also those that could not decide)."""
         return sorted(
-            (v for v in self.verdicts if not v.ok and v.error is None), key=lambda v: v.name
+            (v for v in self.verdicts if v.failed or (self.strict and v.unknown)),
+            key=lambda v: v.name,
         )
 
     @property
     def crashed_checkers(self) -> list[Verdict]:
         return sorted((v for v in self.verdicts if v.error is not None), key=lambda v: v.name)
+
+    @property
+    def unknown_checkers(self) -> list[Verdict]:
+        return sorted((v for v in self.verdicts if v.unknown), key=lambda v: v.name)
 
     def error_text(self) -> str:
         """Why the run could not be judged: the runner's error, or the checkers that crashed."""
@@ -65,8 +77,11 @@ class RunResult:
             "seconds": round(float(self.seconds), 3),
             "verdicts": [v.to_dict() for v in sorted(self.verdicts, key=lambda v: v.name)],
             "error": self.error,
+            "failure": self.failure,
             "replay": self.replay,
             "history_path": self.history_path,
+            "not_applicable": self.not_applicable,
+            "strict": self.strict,
         }
 
     @classmethod
@@ -80,18 +95,32 @@ class RunResult:
             seconds=float(data.get("seconds", 0.0)),
             verdicts=[Verdict.from_dict(v) for v in data.get("verdicts") or []],
             error=data.get("error"),
+            failure=data.get("failure"),
             replay=str(data.get("replay", "")),
             history_path=data.get("history_path"),
+            not_applicable=int(data.get("not_applicable", 0)),
+            strict=bool(data.get("strict", False)),
         )
 
 
-def overall_verdict(verdicts: Iterable[Verdict], error: str | None = None) -> RunVerdict:
+def overall_verdict(
+    verdicts: Iterable[Verdict],
+    error: str | None = None,
+    *,
+    failure: str | None = None,
+    strict: bool = False,
+) -> RunVerdict:
     """error when the run could not be judged (the runner or a checker broke),
-    fail when a checker found the history broken, else pass."""
+    fail when an expect/assert step did not hold or a checker found the history
+    broken (or, with `strict`, could not decide: unknown), else pass."""
     verdicts = list(verdicts)
     if error is not None or any(v.error is not None for v in verdicts):
         return "error"
-    return "pass" if all(v.ok for v in verdicts) else "fail"
+    if failure is not None or any(v.failed for v in verdicts):
+        return "fail"
+    if strict and any(v.unknown for v in verdicts):
+        return "fail"
+    return "pass"
 
 
 def sort_key(run: RunResult) -> tuple[str, str, int, str, str]:

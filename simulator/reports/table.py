@@ -55,6 +55,20 @@ def render_table(runs: Sequence[RunResult], *, colour: bool = False) -> str:
         f"{total['runs']} run(s): {total['pass']} pass, {total['fail']} fail, "
         f"{total['error']} error"
     )
+    undecided = [run for run in ordered if run.unknown_checkers]
+    if undecided:
+        out.append("")
+        out.append("Unknown (no evidence either way; not a pass under --strict):")
+        for run in undecided:
+            for verdict in run.unknown_checkers:
+                out.append(f"  {run.scenario} [{run.backend}] {verdict.name}: {verdict.summary}")
+    skipped = sum(run.not_applicable for run in ordered)
+    if skipped:
+        out.append("")
+        out.append(
+            f"Not applicable to this target: {skipped} reference-only step(s) "
+            f"in {sum(1 for r in ordered if r.not_applicable)} run(s)"
+        )
     broken = [run for run in ordered if run.verdict != "pass"]
     if broken:
         out.append("")
@@ -84,4 +98,7 @@ def _cause(run: RunResult) -> str:
         text = run.error_text().strip().splitlines()
         return text[0] if text else "runner error"
     names = [v.name for v in run.failed_checkers]
+    if run.failure:
+        step = run.failure.strip().splitlines()[0]
+        return "; ".join([step, *names])
     return ", ".join(names) if names else "failed"

@@ -72,6 +72,11 @@ _NODE = Ref("nodes", "node (the hub or a declared agent)")
 _WITHIN = Field(seconds(exclusive=True), doc="how long to wait (backend seconds; default 30)")
 _FIELDS = Field(Anything(mapping=True), doc="fields the record's value must have")
 _DIRECTION = Field(Text(("both", "to_hub", "from_hub")), default="both")
+_REFERENCE_ONLY = Field(
+    Boolean(),
+    doc="only Tetherbed's own parts can show it (journal events, exit codes): "
+    "not applicable to a third-party target (docs/scenarios.md)",
+)
 
 
 # --- topology -----------------------------------------------------------------------
@@ -192,6 +197,7 @@ EXPECT = ByKey(
                 "code": Field(Text(ERROR_CODES)),
                 "value": _FIELDS,
                 "within": _WITHIN,
+                "reference_only": _REFERENCE_ONLY,
             },
             noun="the completion of a request",
         ),
@@ -201,6 +207,7 @@ EXPECT = ByKey(
                 "state": Field(Text(AGENT_STATES)),
                 "exit_code": Field(Integer()),
                 "within": _WITHIN,
+                "reference_only": _REFERENCE_ONLY,
             },
             noun="an agent's state",
             rules=(_state_or_exit_code,),
@@ -214,6 +221,7 @@ EXPECT = ByKey(
                 "value": _FIELDS,
                 "since": Field(Text(("start",)), doc="`start`: the whole history"),
                 "within": _WITHIN,
+                "reference_only": _REFERENCE_ONLY,
             },
             noun="an event",
         ),
@@ -249,6 +257,7 @@ ASSERT = ByKey(
                 "equals": Field(Integer(minimum=0)),
                 "at_most": Field(Integer(minimum=0)),
                 "at_least": Field(Integer(minimum=0)),
+                "reference_only": _REFERENCE_ONLY,
             },
             rules=(_one_bound,),
         ),
@@ -265,7 +274,8 @@ ASSERT = ByKey(
                         rules=(_content_or_exists,),
                     ),
                     required=True,
-                )
+                ),
+                "reference_only": _REFERENCE_ONLY,
             }
         ),
         "agent": Record(
@@ -273,6 +283,7 @@ ASSERT = ByKey(
                 "agent": Field(_AGENT, required=True),
                 "status": Field(Text(NODE_STATUSES)),
                 "exit_code": Field(Integer()),
+                "reference_only": _REFERENCE_ONLY,
             }
         ),
     }

@@ -39,6 +39,8 @@ from tetherbed.simulator.proxy.events import Event, Signal
 from tetherbed.simulator.proxy.streams import DOWNSTREAM, UPSTREAM, Stream
 from tetherbed.simulator.proxy.toxics import Toxic
 from tetherbed.simulator.proxy.ws.rules import ACTIONS, MessageRule, RuleBook
+from tetherbed.simulator.wiretap.log import WireConnection, WireLog
+from tetherbed.simulator.wiretap.records import DOWN, UP
 
 #: Base one-way latency of every link, and its jitter (seconds).
 BASE_LATENCY = 0.001
@@ -51,6 +53,8 @@ WINDOW_BYTES = 4 * 1024 * 1024
 #: The network's directions → the proxy's streams (a node is the proxy's client).
 STREAM_OF: dict[str, Stream] = {"up": UPSTREAM, "down": DOWNSTREAM}
 _NO_REORDER = ACTIONS - {"reorder"}
+#: Where a connection is accepted: when a `reissue` rule's copies are sent.
+_ACCEPTED = "HELLO_ACK"
 
 
 class _TypeOnly(msgspec.Struct):
@@ -368,6 +372,8 @@ class SimEndpoint:
         self.feed: _Pipe | None = None
         self.closed: _Closed | None = None
         self.aborted = False
+        #: The wire recorder's view of this connection (node ends of tapped links).
+        self.wire: WireConnection | None = None
 
     @property
     def direction(self) -> str:
@@ -386,13 +392,24 @@ class SimEndpoint:
         await out.wait_for_room(self)
         if self.closed is not None:
             raise TransportClosed(self.closed.code, self.closed.reason)
+        if self.wire is not None:
+            self.wire.message(UP, data, _now())
         rules = self.link.rules
         stream = STREAM_OF[self.direction]
         rule = None
+        kind = ""
+        if (len(rules) and rules.watches(stream)) or rules.reissues:
+            kind = message_type(data)
         if len(rules) and rules.watches(stream):
             allow = ACTIONS if out.reorder_slot is None else _NO_REORDER
-            rule = rules.decide(stream, message_type(data), self.network.rng, allow=allow)
+            rule = rules.decide(stream, kind, self.network.rng, allow=allow)
         if rule is None:
+            out.push(data)
+            if kind == _ACCEPTED and self.side == "hub" and rules.reissues:
+                for copy in reissued(rules):
+                    out.push(copy)
+        elif rule.action == "reissue":
+            rules.reissues.append(data)
             out.push(data)
         elif rule.action == "drop":
             return
@@ -430,6 +447,8 @@ class SimEndpoint:
     async def close(self, code: int = 1000, reason: str = "") -> None:
         if self.closed is not None:
             return
+        if self.wire is not None:
+            self.wire.close(UP, code, reason, _now())
         self.closed = _Closed(code, reason)
         if self.out is not None:
             self.out.push(_Closed(code, reason))
@@ -442,6 +461,8 @@ class SimEndpoint:
     def deliver(self, item: bytes | _Closed) -> None:
         if self.aborted:
             return
+        if self.wire is not None:
+            self._record_delivery(self.wire, item)
         if isinstance(item, _Closed) and self.closed is None:
             self.closed = item
             # Answer a close with a close, as the WebSocket handshake does.
@@ -450,6 +471,35 @@ class SimEndpoint:
                 self.out.release()
             self.network.forget(self)
         self.inbox.put_nowait(item)
+
+    def _record_delivery(self, wire: WireConnection, item: bytes | _Closed) -> None:
+        now = _now()
+        if isinstance(item, bytes):
+            wire.message(DOWN, item, now)
+            return
+        wire.close(DOWN, item.code, item.reason, now)
+        if self.closed is None:  # our automatic reply
+            wire.close(UP, item.code, item.reason, now)
+        wire.end("closed", now)
+
+
+def reissued(rules: RuleBook) -> list[bytes]:
+    """The requests a `reissue` rule saved, each again under a new id."""
+    copies: list[bytes] = []
+    saved, rules.reissues = rules.reissues, []
+    for data in saved:
+        try:
+            body = msgspec.json.decode(data)
+        except msgspec.DecodeError:
+            continue
+        if isinstance(body, dict):
+            body["id"] = f"{body.get('id')}-again"
+            copies.append(msgspec.json.encode(body))
+    return copies
+
+
+def _now() -> float:
+    return asyncio.get_running_loop().time()
 
 
 Listener = Callable[[SimEndpoint, str, Mapping[str, str]], Awaitable[None]]
@@ -464,6 +514,8 @@ class SimNetwork:
         self._admit: Admit | None = None
         self._serve: Listener | None = None
         self._serving: set[asyncio.Task[None]] = set()
+        #: Nodes whose links the wire recorder watches.
+        self.taps: dict[str, WireLog] = {}
 
     def link(self, name: str) -> Link:
         link = self.links.get(name)
@@ -486,10 +538,14 @@ class SimNetwork:
         link = self.link(node)
 
         async def connect(url: str, headers: Mapping[str, str]) -> SimEndpoint:
+            log = self.taps.get(node)
+            wire = log.connect(_now()) if log is not None else None
             deadline = asyncio.get_running_loop().time() + OPEN_TIMEOUT
             while link.paused or link.held["up"] or link.held["down"] or link.blackholed:
                 remaining = deadline - asyncio.get_running_loop().time()
                 if remaining <= 0:
+                    if wire is not None:
+                        wire.end("closed", _now())
                     raise TimeoutError(f"{node}: connecting timed out behind a partition")
                 try:
                     await asyncio.wait_for(link.changed.wait(), remaining)
@@ -498,12 +554,23 @@ class SimNetwork:
             # The TCP and HTTP round trips, through the link's latency toxics.
             await asyncio.sleep(self.delay() * 2 + link.handshake_latency())
             if self._admit is None or self._serve is None:
+                if wire is not None:
+                    wire.unreachable(_now())
+                    wire.end("closed", _now())
                 raise ConnectionRefusedError(f"{node}: nothing listening at {url}")
-            path = url.split("://", 1)[-1].partition("/")[2]
-            refusal = self._admit("/" + path, headers)
+            path = "/" + url.split("://", 1)[-1].partition("/")[2]
+            if wire is not None:
+                wire.upgrade(path, _now())
+            refusal = self._admit(path, headers)
             if refusal is not None:
+                if wire is not None:
+                    wire.response(refusal[0], _now())
+                    wire.end("closed", _now())
                 raise UpgradeRefused(*refusal)
+            if wire is not None:
+                wire.response(101, _now())
             node_end = SimEndpoint(self, link, "node")
+            node_end.wire = wire
             hub_end = SimEndpoint(self, link, "hub")
             node_end.peer, hub_end.peer = hub_end, node_end
             node_end.out = hub_end.feed = _Pipe(self, link, "up", hub_end)
@@ -511,7 +578,7 @@ class SimNetwork:
             link.endpoints.update(dict.fromkeys((node_end, hub_end)))
             link.pipes.update(dict.fromkeys((node_end.out, hub_end.out)))
             serve = self._serve
-            task = asyncio.ensure_future(serve(hub_end, "/" + path, headers))
+            task = asyncio.ensure_future(serve(hub_end, path, headers))
             self._serving.add(task)
             task.add_done_callback(self._serving.discard)
             return node_end
@@ -534,6 +601,8 @@ class SimNetwork:
             end.aborted = True
             if end.out is not None:
                 end.out.release()
+            if end.wire is not None:
+                end.wire.end("reset", _now())
             self.forget(end)
 
     def reset(self, node: str) -> int:

@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios"
 FAILING = ROOT / "tests" / "fixtures" / "failing_lost_write.yaml"
@@ -84,24 +82,3 @@ def test_invalid_scenarios_are_refused_with_the_reason(tmp_path: Path) -> None:
     run = tetherbed("run", str(bad), "--report", str(tmp_path / "r"))
     assert run.returncode == 2
     assert "step 2" in run.stderr and "teleport" in run.stderr
-
-
-@pytest.mark.e2e
-def test_every_shipped_scenario_passes_on_the_process_backend(tmp_path: Path) -> None:
-    run = tetherbed("run", str(SCENARIOS), "--backend", "process", "--report", str(tmp_path))
-    assert run.returncode == 0, run.stdout + run.stderr
-    # Real time: each scenario says it is running before its verdict comes.
-    lines = run.stdout.splitlines()
-    names = sorted(yaml_name(path) for path in SCENARIOS.glob("*.yaml"))
-    for name in names:
-        started = next(
-            i for i, line in enumerate(lines) if line.split() == ["run", *name.split(), "..."]
-        )
-        finished = next(i for i, line in enumerate(lines) if line.endswith(f"s  {name}"))
-        assert started < finished, name
-
-
-def yaml_name(path: Path) -> str:
-    import yaml
-
-    return yaml.safe_load(path.read_text())["name"]

@@ -89,3 +89,34 @@ def test_a_scenario_against_an_external_hub_and_an_agent_command(tmp_path: Path)
     # against them, the client-side ones did.
     names = {v.name for v in outcome.verdicts}
     assert {"exactly_one_answer", "no_crossed_answers"} <= names
+
+
+def test_exit_codes_are_reference_only_for_someone_elses_agent(tmp_path: Path) -> None:
+    """The minimal agent exits 1 after 4426 (its own convention): an unmarked
+    exit-code step fails and says why; marked reference_only it is counted as
+    not applicable, and the wire-level step still judges the agent."""
+    from tests.third_party.targets import MINIMAL_AGENT
+    from tetherbed.simulator.targets import Target
+
+    steps = [
+        {"start": "hub"},
+        {"start": "future"},
+        {"expect": {"event": "close", "process": "wire:future", "value": {"code": 4426}}},
+        {"expect": {"agent": "future", "exit_code": 26}},
+    ]
+    topology = {"agents": {"future": {"session": "s", "options": {"protocol_version": "2.0"}}}}
+    target = Target.reference().with_options(agent_command=MINIMAL_AGENT)
+    raw = {"name": "exit codes", "checkers": ["no_reconnect_after_fatal"], "topology": topology}
+    unmarked = run_scenario(
+        parse({**raw, "steps": steps}), "process", 1, tmp_path / "a", target=target
+    )
+    assert unmarked.step_failure is not None
+    assert "exited with 1, expected 26" in unmarked.step_failure
+    assert "mark the step reference_only" in unmarked.step_failure
+    assert unmarked.verdict == "error"  # it could not be judged: not the agent's failure
+    steps[-1] = {"expect": {"agent": "future", "exit_code": 26, "reference_only": True}}
+    marked = run_scenario(
+        parse({**raw, "steps": steps}), "process", 1, tmp_path / "b", target=target
+    )
+    assert marked.ok, (marked.step_failure, marked.error)
+    assert len(marked.not_applicable) == 1 and "future" in marked.not_applicable[0]

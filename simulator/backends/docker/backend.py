@@ -75,6 +75,7 @@ from tetherbed.simulator.backends.docker.containers import (
     published_port,
     remove,
     sweep,
+    wire_log_name,
 )
 from tetherbed.simulator.backends.docker.faults import (
     LinkShaper,
@@ -85,6 +86,7 @@ from tetherbed.simulator.backends.docker.network import RunNetworks, new_run_id
 from tetherbed.simulator.backends.event_files import EventFiles
 from tetherbed.simulator.faults import SELECTORS, DropPackets, checked, plan
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
+from tetherbed.simulator.targets import Target
 
 T = TypeVar("T")
 log = logging.getLogger("tetherbed.simulator.docker")
@@ -133,10 +135,18 @@ class _Agent(_Node):
 
 class DockerBackend(Backend):
     name = "docker"
+    records_wire = True
 
-    def __init__(self, scenario: Scenario, workdir: Path, seed: int) -> None:
+    def __init__(
+        self, scenario: Scenario, workdir: Path, seed: int, *, target: Target | None = None
+    ) -> None:
+        if target is not None and not target.hub.is_reference:
+            raise BackendError(
+                "the docker backend runs Tetherbed's hub in a container; test a third-party "
+                "hub on the process backend (an agent command works here)"
+            )
         self._wall0 = time.time()
-        super().__init__(scenario, workdir, seed)
+        super().__init__(scenario, workdir, seed, target=target)
         self.run_id = new_run_id()
         self.hub_image, self.machine_image = image_tags()
         self.hub = _Node("hub", "hub")
@@ -242,10 +252,17 @@ class DockerBackend(Backend):
         )
         self.agents[spec.name] = agent
         self.event_files.agent(agent.journal, agent.process, spec.session, spec.machine)
+        logs = self.workdir / "logs"
+        self.event_files.wire(logs / wire_log_name(spec), f"wire:{spec.name}")
         prepare_root(self.agent_root(spec), spec)
         (self.workdir / "agents" / spec.name).mkdir(parents=True, exist_ok=True)
         link = link_container(
-            self.machine_image, self.run_id, spec, self._seeds.getrandbits(32), self._networks.ctl
+            self.machine_image,
+            self.run_id,
+            spec,
+            self._seeds.getrandbits(32),
+            self._networks.ctl,
+            logs=logs,
         )
         agent.link = link
         await self._docker(f"starting {spec.name}'s link", link.start)
@@ -338,6 +355,7 @@ class DockerBackend(Backend):
             state=self.workdir / "agents" / agent.name,
             logs=self.workdir / "logs",
             journal=agent.journal.name,
+            target=self.target.agent,
         )
 
     # --- lifecycle -----------------------------------------------------------------

@@ -43,6 +43,7 @@ from testcontainers.core.network import Network
 from tetherbed.simulator.backends.docker.network import RUN_LABEL, RunNetworks
 from tetherbed.simulator.backends.process import hub_arguments
 from tetherbed.simulator.scenario import AgentSpec
+from tetherbed.simulator.targets import AgentTarget
 from tetherbed.wire.version import CURRENT_TEXT
 
 log = logging.getLogger("tetherbed.simulator.docker")
@@ -128,18 +129,25 @@ def hub_container(
     return container
 
 
+def wire_log_name(spec: AgentSpec) -> str:
+    return f"wire-{spec.name}.jsonl"
+
+
 def link_container(
-    image: str, run: str, spec: AgentSpec, seed: int, control: Network
+    image: str, run: str, spec: AgentSpec, seed: int, control: Network, *, logs: Path
 ) -> DockerContainer:
     """The agent's namespace and fault proxy, on the control network (the hub's
-    network is connected by the backend, at the agent's own address)."""
+    network is connected by the backend, at the agent's own address). The proxy
+    records the agent's link into `logs` (`wire_log_name`), the wire recorder."""
     command = [
         *f"tetherbed proxy --api 0.0.0.0:{PROXY_API_PORT} --seed {seed}".split(),
         *f"--proxy link=127.0.0.1:{LINK_PORT}=hub:{HUB_PORT}".split(),
+        *["--record", f"link={spec.name}=/logs/{wire_log_name(spec)}"],
     ]
     container = DockerContainer(
         image,
         command=command,  # type: ignore[arg-type]
+        volumes=[(str(logs), "/logs", "rw")],
         name=container_name(run, "link", spec.name),
         network=control,
         hostname=slug(spec.machine, 63),
@@ -163,18 +171,27 @@ def agent_container(
     state: Path,
     logs: Path,
     journal: str,
+    target: AgentTarget,
 ) -> DockerContainer:
-    """The agent alone, in the namespace of the container `namespace`."""
+    """The agent alone, in the namespace of the container `namespace`: Tetherbed's,
+    or `target`'s command (the same placeholders as on the process backend)."""
     hub_url = f"ws://127.0.0.1:{LINK_PORT}"
-    if spec.command:  # another agent: the same placeholders as on the process backend
+    if spec.command:
+        target = AgentTarget.from_command(spec.command, f"agents.{spec.name}.command")
+    if not target.is_reference:
         values = {
             "hub_url": hub_url,
             "token": token,
             "session": spec.session,
             "root": "/workspace",
             "machine": spec.machine,
+            "name": spec.name,
+            "state": "/agent-state",
+            "shell": spec.shell,
+            "max_concurrent": spec.options.get("max_concurrent", 4),
+            "protocol_version": spec.options.get("protocol_version", CURRENT_TEXT),
         }
-        command = [part.format(**values) for part in spec.command]
+        command = target.argv(values)
     else:
         options = spec.options
         command = [

@@ -23,9 +23,9 @@ from tetherbed.simulator.proxy import errors
 from tetherbed.simulator.proxy.streams import Stream, StreamSelector, select_streams
 from tetherbed.simulator.proxy.ws.messages import CONTROL_TYPES
 
-Action = Literal["drop", "delay", "duplicate", "reorder", "close"]
+Action = Literal["drop", "delay", "duplicate", "reorder", "close", "reissue"]
 Toward = Literal["client", "server", "both"]
-ACTIONS: frozenset[str] = frozenset({"drop", "delay", "duplicate", "reorder", "close"})
+ACTIONS: frozenset[str] = frozenset({"drop", "delay", "duplicate", "reorder", "close", "reissue"})
 TOWARDS: frozenset[str] = frozenset({"client", "server", "both"})
 
 
@@ -49,6 +49,10 @@ class MessageRule:
       then forwarded after it (or after `max_hold` ms when given).
     - close: the message is dropped and a Close frame with `code`/`reason` is sent
       toward `toward` (see `WsSession.inject_close`).
+    - reissue: the message is forwarded, and a copy (under a new id) is sent
+      again toward the client once its next connection is accepted (HELLO_ACK
+      passes): a retry layer that ignores the idempotency table, as a hub with
+      that bug would be. Downstream only.
     """
 
     action: Action
@@ -79,6 +83,8 @@ class MessageRule:
         if not isinstance(self.type, str) or not isinstance(self.probability, int | float):
             raise errors.BadRequest("type must be a string and probability a number")
         check_close(self.toward, self.code)
+        if self.action == "reissue" and self.stream != "downstream":
+            raise errors.BadRequest("reissue acts on the downstream (hub → client) stream")
 
     def applies_to(self, stream: Stream, message_type: str) -> bool:
         if stream not in select_streams(self.stream):
@@ -127,6 +133,8 @@ class RuleBook:
     def __init__(self) -> None:
         self._rules: list[MessageRule] = []
         self._numbers = itertools.count(1)
+        #: Messages a `reissue` rule saw, waiting for the client's next connection.
+        self.reissues: list[bytes] = []
 
     def __iter__(self) -> Iterator[MessageRule]:
         return iter(list(self._rules))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import json
 import logging
 import os
 import random
@@ -29,6 +30,7 @@ from tetherbed.simulator.proxy.streams import DOWNSTREAM, STREAMS, UPSTREAM, Str
 from tetherbed.simulator.proxy.ws.frames import (
     DEFAULT_MAX_PAYLOAD,
     OP_CLOSE,
+    OP_TEXT,
     FrameError,
     FrameParser,
     build_frame,
@@ -47,6 +49,8 @@ from tetherbed.simulator.proxy.ws.rules import ACTIONS, RuleBook
 
 log = logging.getLogger(__name__)
 _NO_REORDER = ACTIONS - {"reorder"}
+#: Where a connection is accepted: the moment `reissue` copies are sent.
+_ACCEPTED = "HELLO_ACK"
 MAX_EARLY = 1024 * 1024
 
 
@@ -301,11 +305,19 @@ class WsSession:
     def _on_message(self, stream: Stream, message: Message, now: float) -> list[SessionAction]:
         if self._severed:
             return self._on_message_while_closing(stream, message)
-        if not self._rules.watches(stream):
+        waiting = stream == DOWNSTREAM and bool(self._rules.reissues)
+        if not self._rules.watches(stream) and not waiting:
             return self._forward(stream, message, [])
+        kind = message_type(message)
         allow = ACTIONS if self._held[stream] is None else _NO_REORDER
-        rule = self._rules.decide(stream, message_type(message), self._rng, allow=allow)
+        rule = self._rules.decide(stream, kind, self._rng, allow=allow)
         if rule is None:
+            actions = self._forward(stream, message, [])
+            if kind == _ACCEPTED and stream == DOWNSTREAM and self._rules.reissues:
+                actions += self._reissue()
+            return actions
+        if rule.action == "reissue":
+            self._rules.reissues.append(message.payload)
             return self._forward(stream, message, [])
         if rule.action == "drop":
             return []
@@ -334,6 +346,21 @@ class WsSession:
         actions += [Send(stream, copy) for copy in copies]
         if not message.is_control:
             actions += self._release_held(stream)
+        return actions
+
+    def _reissue(self) -> list[SessionAction]:
+        """Send every saved request again, each under a new id, toward the client."""
+        actions: list[SessionAction] = []
+        saved, self._rules.reissues = self._rules.reissues, []
+        for payload in saved:
+            try:
+                body = json.loads(payload)
+            except ValueError:
+                continue
+            if isinstance(body, dict):
+                body["id"] = f"{body.get('id')}-again"
+                data = json.dumps(body, separators=(",", ":")).encode()
+                actions.append(Send(DOWNSTREAM, build_frame(OP_TEXT, data).raw))
         return actions
 
     def _release_held(self, stream: Stream) -> list[SessionAction]:

@@ -22,6 +22,7 @@ table { border-collapse: collapse; }
 td, th { padding: 2px 8px; text-align: left; vertical-align: top; }
 table.checkers td.ok { color: #2e7d32; font-weight: 600; white-space: nowrap; }
 table.checkers td.bad { color: #c62828; font-weight: 600; white-space: nowrap; }
+table.checkers td.unknown { color: #8d6e00; font-weight: 600; white-space: nowrap; }
 table.checkers td:nth-child(2) { white-space: nowrap; }
 .evidence-box { max-height: 38vh; overflow: auto; border: 1px solid #eee; padding: 0 8px 8px; }
 table.evidence tr.why td { background: #fdecea; color: #8e1c1c; font-weight: 600; cursor: default; }

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
-from tetherbed.simulator.checkers._lifecycle import EVERY_TARGET, fault_periods, pauses
-from tetherbed.simulator.checkers._operations import Operation, operations
-from tetherbed.simulator.checkers._records import (
+from tetherbed.simulator.checkers.evidence.lifecycle import EVERY_TARGET, fault_periods, pauses
+from tetherbed.simulator.checkers.evidence.operations import Operation, operations
+from tetherbed.simulator.checkers.evidence.records import (
     fields,
     is_agent,
     is_client,

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
-from tetherbed.simulator.checkers._records import record_dict
+from tetherbed.simulator.checkers.evidence.records import record_dict
 from tetherbed.simulator.checkers.verdict import Verdict
 from tetherbed.simulator.history import History
 from tetherbed.simulator.reports.timeline.assets import CSS, JS
@@ -131,8 +131,14 @@ def _checkers(checks: list[Verdict]) -> str:
     if not checks:
         return '<p class="meta">no checkers ran</p>'
     rows = []
+    marks = {
+        "pass": ("✔ pass", "ok"),
+        "fail": ("✘ FAIL", "bad"),
+        "unknown": ("? unknown", "unknown"),
+        "error": ("✘ ERROR", "bad"),
+    }
     for check in checks:
-        mark, css = ("✔ pass", "ok") if check.ok else ("✘ FAIL", "bad")
+        mark, css = marks.get(check.status, ("✘ FAIL", "bad"))
         rows.append(
             f'<tr><td class="{css}">{mark}</td><td><b>{escape(check.name)}</b></td>'
             f"<td>{escape(check.summary)}</td></tr>"

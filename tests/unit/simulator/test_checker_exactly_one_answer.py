@@ -103,7 +103,8 @@ def answered(draw: st.DrawFn) -> History:
 @settings(max_examples=100, deadline=None)
 @given(answered())
 def test_histories_where_everything_is_answered_once_pass(history: History) -> None:
-    assert exactly_one_answer.check(history).ok
+    verdict = exactly_one_answer.check(history)
+    assert verdict.ok if len(history) else verdict.unknown, verdict.summary
 
 
 @settings(max_examples=60, deadline=None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tetherbed.simulator.checkers import no_crossed_answers
+from tetherbed.simulator.checkers import crossed_answers as no_crossed_answers
 from tetherbed.simulator.history import History
 
 
@@ -172,7 +172,8 @@ def honest_files(draw: st.DrawFn) -> History:
 @given(honest_files())
 def test_an_honest_store_never_crosses(history: History) -> None:
     verdict = no_crossed_answers.check(history, initial_files={})
-    assert verdict.ok, verdict.summary
+    answered = any(r.type in ("ok", "fail", "info") for r in history)
+    assert verdict.ok if answered else verdict.unknown, verdict.summary
 
 
 def test_sessions_on_one_machine_root_may_read_each_others_files() -> None:

@@ -1,118 +1,115 @@
-"""no_double_execution: non-idempotent digests run at most as often as requested."""
+"""no_double_execution: each client request reaches an agent at most once, from the wire."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tetherbed.simulator.checkers import no_double_execution
+from tests.unit.simulator.wire_histories import Scribe
+from tetherbed.simulator.checkers import double_execution
 from tetherbed.simulator.history import History
-from tetherbed.wire.catalog import is_idempotent
+
+PUSH = {"command": "git push"}
 
 
-def invoke(h: History, t: float, kind: str, digest: str, req: str, *, client: str = "a") -> int:
-    value = {"payload": {"x": digest}, "digest": digest}
-    return h.append(t, f"client:{client}", "invoke", kind, value, session="s1", req=req).index
+def result(n: int) -> dict[str, object]:
+    return {"stdout": f"run {n}", "exit_code": 0, "duration_seconds": 0.1 * n}
 
 
-def execute(h: History, t: float, kind: str, digest: str | None, agent: str = "a") -> int:
-    value = {"kind": kind, "request_id": f"h{t}", "digest": digest}
-    return h.append(t, f"agent:{agent}", "event", "exec", value, session="s1").index
+def test_each_request_once_passes() -> None:
+    s = Scribe()
+    link = s.connect("w", 0.0)
+    for n in range(3):
+        payload = {"command": f"echo {n}"}
+        s.invoke(1.0 + n, "alice", f"c{n}", "EXECUTE_COMMAND", payload)
+        link.deliver(1.1 + n, "EXECUTE_COMMAND", f"h{n}", payload)
+        link.answer(1.2 + n, "COMMAND_RESULT", f"h{n}", result(n))
+        s.complete(
+            1.3 + n, "alice", f"c{n}", "EXECUTE_COMMAND", "COMMAND_RESULT", payload=result(n)
+        )
+    verdict = double_execution.check(s.history)
+    assert verdict.ok, verdict.summary
+    assert "3 non-idempotent request(s), 3 execution(s)" in verdict.summary
 
 
-def test_each_request_executed_once_passes() -> None:
-    h = History()
-    invoke(h, 1, "EXECUTE_COMMAND", "d1", "a1")
-    execute(h, 1.1, "EXECUTE_COMMAND", "d1")
-    invoke(h, 2, "FILE_MOVE", "d2", "a2")
-    execute(h, 2.1, "FILE_MOVE", "d2")
-    verdict = no_double_execution.check(h)
-    assert verdict.ok and "2 non-idempotent" in verdict.summary
-
-
-def test_a_command_executed_twice_is_named_with_its_request() -> None:
-    h = History()
-    request = invoke(h, 1, "EXECUTE_COMMAND", "d1", "a1")
-    first = execute(h, 1.1, "EXECUTE_COMMAND", "d1", agent="a")
-    second = execute(h, 3.0, "EXECUTE_COMMAND", "d1", agent="b")  # re-sent after a takeover
-    verdict = no_double_execution.check(h)
-    assert not verdict.ok
-    assert verdict.evidence_indexes() == [request, first, second]
-    assert "EXECUTE_COMMAND" in verdict.summary and "2 times" in verdict.summary
+def test_a_reissue_after_a_reconnect_is_named_with_the_request() -> None:
+    s = Scribe()
+    invoke = s.invoke(0.0, "alice", "push", "EXECUTE_COMMAND", PUSH)
+    first = s.connect("w", 0.0)
+    one = first.deliver(0.1, "EXECUTE_COMMAND", "h1", PUSH)
+    first.end(1.0, "reset")
+    second = s.connect("w", 2.0)
+    two = second.deliver(2.1, "EXECUTE_COMMAND", "h2", PUSH)
+    verdict = double_execution.check(s.history)
+    assert verdict.failed
+    roles = {e["index"]: e["role"] for e in verdict.evidence}
+    assert roles[invoke.index] == "the client request"
+    assert roles[one.index].startswith("execution 1 of 2")
+    assert roles[two.index].startswith("execution 2 of 2")
 
 
 def test_idempotent_kinds_may_repeat() -> None:
-    h = History()
-    invoke(h, 1, "FILE_WRITE", "d1", "a1")
+    s = Scribe()
+    s.invoke(0.0, "alice", "c", "EXECUTE_COMMAND", PUSH)
+    s.invoke(0.0, "alice", "r", "FILE_READ", {"path": "a"})
+    link = s.connect("w", 0.0)
+    link.deliver(0.5, "EXECUTE_COMMAND", "h", PUSH)
     for n in range(3):
-        execute(h, 1.1 + n, "FILE_WRITE", "d1")
-    assert no_double_execution.check(h).ok
+        link.deliver(1.0 + n, "FILE_READ", f"h{n}", {"path": "a"})
+    assert double_execution.check(s.history).ok
 
 
-def test_the_same_command_sent_twice_on_purpose_may_run_twice() -> None:
-    h = History()
-    invoke(h, 1, "EXECUTE_COMMAND", "d1", "a1")
-    execute(h, 1.1, "EXECUTE_COMMAND", "d1")
-    invoke(h, 2, "EXECUTE_COMMAND", "d1", "a2")
-    execute(h, 2.1, "EXECUTE_COMMAND", "d1")
-    assert no_double_execution.check(h).ok
-    execute(h, 3.1, "EXECUTE_COMMAND", "d1")
-    assert not no_double_execution.check(h).ok
+def test_a_refusal_before_running_is_no_execution() -> None:
+    s = Scribe()
+    s.invoke(0.0, "alice", "c", "EXECUTE_COMMAND", PUSH)
+    link = s.connect("w", 0.0)
+    link.deliver(0.1, "EXECUTE_COMMAND", "h1", PUSH)
+    link.answer(0.2, "ERROR", "h1", {"code": "SHIM_OVERLOADED", "message": "full", "fatal": False})
+    link.deliver(1.0, "EXECUTE_COMMAND", "h2", PUSH)
+    assert double_execution.check(s.history).ok
 
 
-def test_unknown_kinds_count_as_non_idempotent_and_missing_digests_are_counted() -> None:
-    h = History()
-    execute(h, 1, "SOMETHING_NEW", "d9")
-    execute(h, 2, "SOMETHING_NEW", "d9")
-    execute(h, 3, "EXECUTE_COMMAND", None)
-    verdict = no_double_execution.check(h)
-    assert not verdict.ok
-    h2 = History()
-    execute(h2, 3, "EXECUTE_COMMAND", None)
-    assert "1 exec(s) without a digest" in no_double_execution.check(h2).summary
+def test_identical_requests_share_their_executions() -> None:
+    s = Scribe()
+    link = s.connect("w", 0.0)
+    for n in range(2):
+        s.invoke(1.0 + n, "alice", f"c{n}", "EXECUTE_COMMAND", PUSH)
+        link.deliver(1.1 + n, "EXECUTE_COMMAND", f"h{n}", PUSH)
+    assert double_execution.check(s.history).ok
+    link.deliver(5.0, "EXECUTE_COMMAND", "h9", PUSH)
+    verdict = double_execution.check(s.history)
+    assert verdict.failed and "2 identical EXECUTE_COMMAND" in verdict.summary
 
 
-def test_kind_falls_back_to_the_invoke() -> None:
-    h = History()
-    invoke(h, 1, "EXECUTE_COMMAND", "d1", "a1")
-    h.append(2, "agent:a", "event", "exec", {"digest": "d1"})
-    h.append(3, "agent:a", "event", "exec", {"digest": "d1"})
-    assert not no_double_execution.check(h).ok
+def test_a_hub_that_keeps_the_client_id_is_followed_by_the_id() -> None:
+    s = Scribe()
+    s.invoke(0.0, "alice", "c1", "FILE_MOVE", {"src": "a", "dst": "b"})
+    link = s.connect("w", 0.0)
+    link.deliver(0.1, "FILE_MOVE", "c1", {"src": "a", "dst": "b", "overwrite": True})
+    link.deliver(0.5, "FILE_MOVE", "c1", {"src": "a", "dst": "b", "overwrite": False})
+    verdict = double_execution.check(s.history)
+    assert verdict.failed and "by the request id" in verdict.summary
 
 
-KINDS = ["EXECUTE_COMMAND", "FILE_MOVE", "INPUT_ACTION", "FILE_WRITE", "FILE_READ", "FILE_LIST"]
-
-
-@st.composite
-def correct_runs(draw: st.DrawFn) -> History:
-    """A hub that retries only idempotent requests."""
-    h = History()
-    t = 0.0
-    for n in range(draw(st.integers(0, 30))):
-        kind = draw(st.sampled_from(KINDS))
-        t += 0.5
-        invoke(h, t, kind, f"d{n}", f"a{n}")
-        times = draw(st.integers(0, 4)) if is_idempotent(kind) else draw(st.integers(0, 1))
-        for _ in range(times):
-            t += 0.1
-            execute(h, t, kind, f"d{n}", agent=draw(st.sampled_from(["a", "b"])))
-    return h
-
-
-@settings(max_examples=100, deadline=None)
-@given(correct_runs())
-def test_a_hub_that_never_retries_unsafe_requests_passes(history: History) -> None:
-    assert no_double_execution.check(history).ok
+def test_no_wire_or_nothing_to_judge_is_unknown() -> None:
+    assert double_execution.check(History()).unknown
+    s = Scribe()
+    s.connect("w", 0.0).deliver(1.0, "FILE_READ", "h1", {"path": "a"})
+    verdict = double_execution.check(s.history)
+    assert verdict.unknown and "no non-idempotent request" in verdict.summary
 
 
 @settings(max_examples=60, deadline=None)
-@given(correct_runs())
-def test_repeating_any_non_idempotent_exec_fails(history: History) -> None:
-    unsafe = [r for r in history.events("exec") if not is_idempotent(r.value["kind"])]
-    if not unsafe:
-        return
-    again = unsafe[0]
-    history.append(1000, again.process, "event", "exec", dict(again.value), session="s1")
-    verdict = no_double_execution.check(history)
-    assert not verdict.ok
-    assert again.index in verdict.evidence_indexes()
+@given(st.integers(1, 6), st.data())
+def test_running_any_request_again_fails(requests: int, data: st.DataObject) -> None:
+    s = Scribe()
+    link = s.connect("w", 0.0)
+    for n in range(requests):
+        payload = {"command": f"echo {n}"}
+        s.invoke(1.0 + n, "alice", f"c{n}", "EXECUTE_COMMAND", payload)
+        link.deliver(1.1 + n, "EXECUTE_COMMAND", f"h{n}", payload)
+    assert double_execution.check(s.history).ok
+    again = data.draw(st.integers(0, requests - 1))
+    twice = link.deliver(20.0, "EXECUTE_COMMAND", "h-again", {"command": f"echo {again}"})
+    verdict = double_execution.check(s.history)
+    assert verdict.failed and twice.index in verdict.evidence_indexes()

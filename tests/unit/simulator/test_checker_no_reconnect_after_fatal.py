@@ -1,129 +1,89 @@
-"""no_reconnect_after_fatal: no attempt after 4426-4429 / revocation without a restart."""
+"""no_reconnect_after_fatal: after 4426-4429 or SESSION_REVOKED, no new connection."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tetherbed.simulator.checkers import no_reconnect_after_fatal
-from tetherbed.simulator.history import History, Record
+from tests.unit.simulator.wire_histories import Scribe
+from tetherbed.simulator.checkers import reconnect_after_fatal
+from tetherbed.simulator.history import History
 
 
-def ev(h: History, t: float, f: str, name: str = "a", **value: object) -> int:
-    return h.append(t, f"agent:{name}", "event", f, value, session="s1").index
+def test_without_a_fatal_close_there_is_nothing_to_judge() -> None:
+    s = Scribe()
+    s.connect("a", 0.0).closed_by_hub(5.0, 1001)
+    s.connect("a", 7.0)
+    verdict = reconnect_after_fatal.check(s.history)
+    assert verdict.unknown and "no fatal close" in verdict.summary
+    assert reconnect_after_fatal.check(History()).unknown
 
 
-def test_ordinary_reconnects_pass() -> None:
-    h = History()
-    ev(h, 0, "attempt", attempt=1)
-    ev(h, 1, "lost", code=1006, handshake=True)
-    ev(h, 1, "backoff", attempt=0, delay=1.5)
-    ev(h, 2.5, "attempt", attempt=2)
-    assert no_reconnect_after_fatal.check(h).ok
+@pytest.mark.parametrize("code", [4426, 4427, 4428, 4429])
+def test_a_new_connection_after_a_fatal_close_names_both(code: int) -> None:
+    s = Scribe()
+    fatal = s.connect("a", 0.0).closed_by_hub(5.0, code)
+    again = s.unreachable("a", 8.0)
+    verdict = reconnect_after_fatal.check(s.history)
+    assert verdict.failed, verdict.summary
+    assert verdict.evidence_indexes() == [fatal.index, again.index]
+    assert f"close {code}" in verdict.summary
 
 
-def test_an_attempt_after_4427_names_the_close_and_the_attempt() -> None:
-    h = History()
-    ev(h, 0, "attempt", attempt=1)
-    fatal = ev(h, 1, "fatal_close", code=4427)
-    ev(h, 1, "lost", code=4427, handshake=True)
-    ev(h, 1, "backoff", attempt=0, delay=1.2)
-    again = ev(h, 2.2, "attempt", attempt=2)
-    ev(h, 3.2, "attempt", attempt=3)
-    verdict = no_reconnect_after_fatal.check(h)
-    assert not verdict.ok
-    assert verdict.evidence_indexes() == [fatal, again]
-    assert "4427" in verdict.summary and "1 more attempt" in verdict.summary
+def test_session_revoked_is_fatal_even_before_a_close() -> None:
+    s = Scribe()
+    link = s.connect("a", 0.0)
+    revoked = link.revoke(5.0, "user_revoked")
+    link.end(5.5, "reset")
+    s.connect("a", 9.0)
+    verdict = reconnect_after_fatal.check(s.history)
+    assert verdict.failed and revoked.index in verdict.evidence_indexes()
+    assert "SESSION_REVOKED (user_revoked)" in verdict.summary
 
 
-def test_every_fatal_signal_counts() -> None:
-    signals = [
-        ("revoked", {"reason": "user_revoked", "new_machine": None}),
-        ("lost", {"code": 4426, "handshake": True}),
-        ("stop", {"exit_code": 28, "reason": "revoked"}),
-        ("stop", {"exit_code": 29, "reason": "shutdown"}),
-    ]
-    for f, value in signals:
-        h = History()
-        ev(h, 0, "attempt", attempt=1)
-        ev(h, 1, f, **value)
-        ev(h, 5, "attempt", attempt=2)
-        assert not no_reconnect_after_fatal.check(h).ok, f
-    h = History()
-    ev(h, 0, "attempt", attempt=1)
-    ev(h, 1, "stop", exit_code=0, reason="idle")
-    ev(h, 5, "attempt", attempt=2)
-    assert no_reconnect_after_fatal.check(h).ok
+def test_an_operator_restart_allows_connecting_again() -> None:
+    s = Scribe()
+    s.connect("a", 0.0).closed_by_hub(5.0, 4428)
+    s.event(9.0, "agent:a", "started")
+    s.connect("a", 9.5)
+    assert reconnect_after_fatal.check(s.history).ok
 
 
-def test_a_runner_restart_allows_connecting_again() -> None:
-    h = History()
-    ev(h, 0, "attempt", attempt=1)
-    ev(h, 1, "fatal_close", code=4429)
-    ev(h, 1, "stop", exit_code=29, reason="shutdown")
-    ev(h, 1.1, "exited", code=29)
-    ev(h, 10, "started")
-    ev(h, 10, "attempt", attempt=1)
-    assert no_reconnect_after_fatal.check(h).ok
+def test_nodes_are_judged_one_by_one() -> None:
+    s = Scribe()
+    s.connect("a", 0.0).closed_by_hub(5.0, 4427)
+    s.connect("b", 0.0).closed_by_hub(5.0, 1006)
+    s.connect("b", 7.0)
+    assert reconnect_after_fatal.check(s.history).ok
 
 
-def test_agents_are_judged_separately() -> None:
-    h = History()
-    ev(h, 1, "fatal_close", name="a", code=4427)
-    ev(h, 2, "attempt", name="b", attempt=5)
-    assert no_reconnect_after_fatal.check(h).ok
+def test_an_agent_confessing_an_attempt_convicts_it() -> None:
+    s = Scribe()
+    s.connect("a", 0.0).closed_by_hub(5.0, 4427)
+    confession = s.event(9.0, "agent:a", "attempt", attempt=2)
+    verdict = reconnect_after_fatal.check(s.history)
+    assert verdict.failed and confession.index in verdict.evidence_indexes()
+    assert "agent journal" in verdict.summary
 
 
-def test_custom_codes_and_odd_values() -> None:
-    h = History()
-    ev(h, 1, "lost", code=4000)
-    ev(h, 2, "attempt", attempt=2)
-    ev(h, 3, "lost", code="garbage")
-    assert no_reconnect_after_fatal.check(h).ok
-    assert not no_reconnect_after_fatal.check(h, fatal_codes=[4000]).ok
-
-
-@st.composite
-def obedient_agent(draw: st.DrawFn) -> History:
-    """An agent that reconnects after ordinary drops and stops after fatal ones."""
-    h = History()
-    t, attempts, stopped = 0.0, 0, False
-    for _ in range(draw(st.integers(0, 25))):
-        t += 1
-        if stopped:
-            if draw(st.booleans()):
-                ev(h, t, "started")
-                stopped = False
-            continue
-        attempts += 1
-        ev(h, t, "attempt", attempt=attempts)
-        code = draw(st.sampled_from([1000, 1006, 1011, 4426, 4427, 4428, 4429]))
-        if code >= 4426:
-            ev(h, t, "fatal_close", code=code)
-            ev(h, t, "lost", code=code, handshake=True)
-            ev(h, t, "stop", exit_code=code - 4400, reason="fatal")
-            stopped = True
-        else:
-            ev(h, t, "lost", code=code, handshake=True)
-            ev(h, t, "backoff", attempt=0, delay=1.0)
-    return h
-
-
-@settings(max_examples=100, deadline=None)
-@given(obedient_agent())
-def test_obedient_agents_pass(history: History) -> None:
-    assert no_reconnect_after_fatal.check(history).ok
+def test_custom_codes_and_profiles() -> None:
+    s = Scribe()
+    s.connect("a", 0.0).closed_by_hub(5.0, 4000)
+    s.unreachable("a", 8.0)
+    assert reconnect_after_fatal.check(s.history).unknown
+    assert reconnect_after_fatal.check(s.history, fatal_codes=[4000]).failed
+    with pytest.raises(ValueError, match="profile"):
+        reconnect_after_fatal.check(s.history, profile="lenient")
 
 
 @settings(max_examples=60, deadline=None)
-@given(obedient_agent())
-def test_reconnecting_right_after_any_fatal_close_fails(history: History) -> None:
-    fatal = history.events("fatal_close")
-    if not fatal:
-        return
-    records = list(history)
-    cut = fatal[0].index + 1
-    attempt = Record(cut, fatal[0].time, "agent:a", "event", "attempt", {})
-    shifted = [*records[:cut], attempt, *records[cut:]]
-    verdict = no_reconnect_after_fatal.check(History.merged(shifted))
-    assert not verdict.ok
+@given(st.sampled_from([4426, 4427, 4428]), st.floats(0.001, 500), st.booleans())
+def test_any_connection_after_a_fatal_close_fails(code: int, after: float, up: bool) -> None:
+    s = Scribe()
+    s.connect("a", 0.0).closed_by_hub(5.0, code)
+    if up:
+        s.connect("a", 5.01 + after)
+    else:
+        s.unreachable("a", 5.01 + after)
+    assert reconnect_after_fatal.check(s.history).failed

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.simulator.wire_histories import Scribe
 from tetherbed.simulator import checkers
 from tetherbed.simulator.checkers import CHECKERS, Verdict, checker_options, run_checkers
 from tetherbed.simulator.checkers.verdict import EVIDENCE_LIMIT, Findings
@@ -25,7 +26,7 @@ NAMES = [
 def test_every_checker_is_registered_and_documented() -> None:
     assert list(CHECKERS) == NAMES
     for name in NAMES:
-        module = getattr(checkers, name)
+        module = checkers.MODULES[name]
         assert module.__doc__ and len(module.__doc__) > 200, name
         assert name == module.NAME
 
@@ -33,16 +34,17 @@ def test_every_checker_is_registered_and_documented() -> None:
 def test_run_checkers_runs_all_by_default_in_order() -> None:
     verdicts = run_checkers(History())
     assert [v.name for v in verdicts] == NAMES
-    assert all(v.ok and v.evidence == [] for v in verdicts)
+    # Nothing happened: no checker may call that a pass.
+    assert all(v.unknown and v.evidence == [] for v in verdicts)
+    assert all(v.summary.startswith("no evidence: ") for v in verdicts)
 
 
 def test_options_are_passed_and_validated() -> None:
     assert checker_options("backoff_bounds")["early_tolerance"] == 0.05
-    h = History()
-    h.append(0, "agent:a", "event", "attempt", {"attempt": 1})
-    h.append(1, "agent:a", "event", "lost", {"code": 1006})
-    h.append(1, "agent:a", "event", "backoff", {"attempt": 0, "delay": 1.0})
-    h.append(1.5, "agent:a", "event", "attempt", {"attempt": 2})
+    s = Scribe()
+    s.connect("a", 0.0).end(1.0, "reset")
+    s.unreachable("a", 1.5)
+    h = s.history
     [strict] = run_checkers(h, ["backoff_bounds"])
     [lenient] = run_checkers(h, ["backoff_bounds"], {"backoff_bounds": {"early_tolerance": 1}})
     assert not strict.ok and lenient.ok
@@ -58,8 +60,9 @@ def test_a_crashing_checker_fails_alone(monkeypatch: pytest.MonkeyPatch) -> None
 
     monkeypatch.setitem(CHECKERS, "single_owner", broken)
     verdicts = run_checkers(History(), ["single_owner", "exactly_one_answer"])
-    assert not verdicts[0].ok and "RuntimeError: boom" in verdicts[0].summary
-    assert verdicts[1].ok
+    assert verdicts[0].error is not None and verdicts[0].status == "error"
+    assert "RuntimeError: boom" in verdicts[0].summary
+    assert verdicts[1].unknown
 
 
 def test_findings_cap_evidence_but_count_everything() -> None:
@@ -105,6 +108,9 @@ ODD_VALUES = st.one_of(
                 "offset",
                 "length",
                 "truncated",
+                "dir",
+                "leg",
+                "how",
             ]
         ),
         st.one_of(
@@ -132,7 +138,9 @@ ODD_RECORDS = st.builds(
         req,
     ),
     st.floats(-1, 100, allow_nan=False),
-    st.sampled_from(["hub", "agent:a", "agent:b", "client:x", "client:y", "fault", "runner", ""]),
+    st.sampled_from(
+        ["hub", "agent:a", "agent:b", "client:x", "client:y", "fault", "runner", "", "wire:a"]
+    ),
     st.sampled_from(["invoke", "ok", "fail", "info", "event"]),
     st.sampled_from(
         [
@@ -159,6 +167,13 @@ ODD_RECORDS = st.builds(
             "FILE_DELETE",
             "FILE_MOVE",
             "EXECUTE_COMMAND",
+            "connect",
+            "upgrade",
+            "open",
+            "unreachable",
+            "frame",
+            "close",
+            "end",
         ]
     ),
     ODD_VALUES,

@@ -1,175 +1,134 @@
-"""single_owner: owner intervals from hub events (or agents), overlaps named."""
+"""single_owner: never two connections of one session carrying requests at once."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.simulator.wire_histories import Scribe
 from tetherbed.simulator.checkers import single_owner
 from tetherbed.simulator.history import History
 
-
-def hub(history: History, t: float, f: str, session: str | None = "s1", **value: object) -> int:
-    return history.append(t, "hub", "event", f, value, session=session).index
-
-
-def agent(history: History, t: float, name: str, f: str, **value: object) -> int:
-    return history.append(t, f"agent:{name}", "event", f, value, session="s1").index
+CMD = {"command": "true"}
+RESULT = {"stdout": "", "exit_code": 0}
 
 
-def test_reconnect_after_disconnect_is_one_owner_at_a_time() -> None:
-    h = History()
-    hub(h, 1, "ack", conn="c1", control=False)
-    hub(h, 5, "disconnect", conn="c1", code=1006)
-    hub(h, 6, "ack", conn="c2", control=False)
-    verdict = single_owner.check(h)
+def test_a_reconnect_after_a_drop_is_one_owner_at_a_time() -> None:
+    s = Scribe()
+    first = s.connect("a", 0.0)
+    first.deliver(1.0, "EXECUTE_COMMAND", "h1", CMD)
+    first.answer(1.5, "COMMAND_RESULT", "h1", RESULT)
+    first.end(2.0, "reset")
+    second = s.connect("a", 3.0)
+    second.deliver(3.5, "FILE_READ", "h2", {"path": "x"})
+    second.answer(3.6, "FILE_CONTENTS", "h2", {"content": ""})
+    verdict = single_owner.check(s.history)
     assert verdict.ok, verdict.summary
-    assert "2 owner intervals" in verdict.summary
+    assert "2 connection(s) carried requests" in verdict.summary
 
 
-def test_takeover_that_closes_the_old_owner_is_not_an_overlap() -> None:
-    h = History()
-    hub(h, 1, "ack", conn="c1", control=False)
-    hub(h, 4, "takeover", old="c1", new="c2", silent=False)
-    hub(h, 4, "ack", conn="c2", control=False)  # same instant, later record
-    hub(h, 4.1, "disconnect", conn="c1", code=4427)
-    assert single_owner.check(h).ok
+def test_a_takeover_that_revokes_the_old_owner_first_is_fine() -> None:
+    s = Scribe()
+    old = s.connect("laptop", 0.0, machine="m")
+    old.deliver(1.0, "EXECUTE_COMMAND", "h1", CMD)  # in flight when the laptop sleeps
+    s.event(1.2, "agent:laptop", "paused")
+    new = s.connect("laptop-woken", 5.0, machine="m")
+    old.revoke(5.01)
+    old.close(5.01, 4427)
+    new.deliver(5.1, "EXECUTE_COMMAND", "h2", CMD)
+    new.answer(5.2, "COMMAND_RESULT", "h2", RESULT)
+    assert single_owner.check(s.history).ok
 
 
-def test_silent_takeover_leaves_two_owners_and_names_the_records() -> None:
-    h = History()
-    first = hub(h, 1, "ack", conn="c1", control=False)
-    silent = hub(h, 4, "takeover", old="c1", new="c2", silent=True)
-    second = hub(h, 4, "ack", conn="c2", control=False)
-    hub(h, 9, "status")
-    verdict = single_owner.check(h)
-    assert not verdict.ok
-    assert verdict.evidence_indexes() == sorted([first, silent, second])
-    assert "c1 and c2" in verdict.summary and "silent" in verdict.summary
-    assert all(e["violation"] == 0 and e["why"] for e in verdict.evidence)
+def test_an_old_owner_still_answering_while_the_new_one_works_fails() -> None:
+    s = Scribe()
+    old = s.connect("a", 0.0, machine="m1")
+    slow = old.deliver(1.0, "EXECUTE_COMMAND", "h1", {"command": "sleep 3"})
+    new = s.connect("b", 2.0, machine="m2")
+    fast = new.deliver(2.1, "EXECUTE_COMMAND", "h2", CMD)
+    new.answer(2.2, "COMMAND_RESULT", "h2", RESULT)
+    late = old.answer(4.0, "COMMAND_RESULT", "h1", RESULT)
+    verdict = single_owner.check(s.history)
+    assert verdict.failed
+    assert "from 2.100 s to 2.200 s" in verdict.summary
     roles = {e["index"]: e["role"] for e in verdict.evidence}
-    assert "silent takeover" in roles[silent]
+    assert {slow.index, fast.index, late.index} <= set(roles)
+    assert "same time" in roles[fast.index]
 
 
-def test_sessions_are_independent_and_control_acks_own_nothing() -> None:
+def test_an_unanswered_request_counts_until_the_connection_is_released() -> None:
+    s = Scribe()
+    old = s.connect("a", 0.0)
+    old.deliver(1.0, "EXECUTE_COMMAND", "h1", CMD)
+    old.closed_by_hub(3.0, 1001)
+    new = s.connect("b", 2.0)
+    new.deliver(2.5, "FILE_LIST", "h2", {"path": "."})
+    new.answer(2.6, "FILE_LIST_RESPONSE", "h2", {"entries": []})
+    verdict = single_owner.check(s.history)
+    assert verdict.failed and "2.500 s to 2.600 s" in verdict.summary
+
+
+def test_sessions_are_independent_and_a_control_connection_owns_nothing() -> None:
+    s = Scribe()
+    one = s.connect("a", 0.0, "s1")
+    two = s.connect("b", 0.0, "s2")
+    for link, rid in ((one, "h1"), (two, "h2")):
+        link.deliver(1.0, "FILE_STAT", rid, {"path": "x"})
+        link.answer(2.0, "FILE_STAT_RESPONSE", rid, {"exists": False})
+    control = s.attempt("c", 0.5)
+    control.upgrade("/ws/local-executor", 0.5)
+    control.response(101, 0.5)
+    assert single_owner.check(s.history).ok
+
+
+def test_no_wire_and_no_traffic_are_unknown() -> None:
+    assert single_owner.check(History()).unknown
+    s = Scribe()
+    s.connect("a", 0.0)
+    verdict = single_owner.check(s.history)
+    assert verdict.unknown and "no request reached" in verdict.summary
+
+
+def test_a_silent_takeover_the_hub_admits_fails_even_without_traffic() -> None:
     h = History()
-    hub(h, 1, "ack", conn="c1", control=False)
-    hub(h, 1, "ack", session="s2", conn="c2", control=False)
-    hub(h, 2, "ack", session=None, conn="c3", control=True)
-    hub(h, 2, "ack", session=None, conn="c4", control=True)
-    assert single_owner.check(h).ok
-
-
-def test_revoke_shutdown_and_pong_timeout_end_ownership() -> None:
-    for ending in ("revoke", "shutdown_close", "pong_timeout"):
-        h = History()
-        hub(h, 1, "ack", conn="c1", control=False)
-        hub(h, 2, ending, conn="c1")
-        hub(h, 3, "ack", conn="c2", control=False)
-        assert single_owner.check(h).ok, ending
-
-
-def test_hub_restart_ends_ownership_and_scopes_connection_ids() -> None:
-    h = History()
-    h.append(0, "hub", "event", "started", {})
-    hub(h, 1, "ack", conn="c1", control=False)
-    h.append(2, "hub", "event", "killed", {})
-    h.append(3, "hub", "event", "started", {})
-    hub(h, 4, "ack", conn="c1", control=False)  # ids restart with the hub
-    hub(h, 5, "disconnect", conn="c1", code=1006)
-    hub(h, 6, "ack", conn="c2", control=False)
-    assert single_owner.check(h).ok
-
-
-def test_owner_that_is_never_released_overlaps_a_newcomer() -> None:
-    h = History()
-    hub(h, 1, "ack", conn="c1", control=False)
-    hub(h, 2, "ack", conn="c2", control=False)
+    h.append(0.0, "hub", "event", "ack", {"conn": "c1"}, session="s")
+    h.append(1.0, "hub", "event", "ack", {"conn": "c2"}, session="s")
+    take = h.append(1.0, "hub", "event", "takeover", {"old": "c1", "new": "c2", "silent": True})
     verdict = single_owner.check(h)
-    assert not verdict.ok
-    assert "never released" in verdict.summary
+    assert verdict.failed and "silent" in verdict.summary
+    assert take.index in verdict.evidence_indexes()
+    assert single_owner.check(h, source="wire").unknown
 
 
-def test_agent_fallback_tolerates_delivery_skew_only() -> None:
-    h = History()
-    agent(h, 1, "a", "connected", conn="c1")
-    agent(h, 5.0, "b", "connected", conn="c2")
-    agent(h, 5.3, "a", "revoked", reason="another_shim_connected")
-    assert single_owner.check(h).ok  # 0.3 s < 0.5 s tolerance
-    assert "agent events" in single_owner.check(h).summary
-    verdict = single_owner.check(h, tolerance=0.1)
-    assert not verdict.ok
-    assert {e["process"] for e in verdict.evidence} == {"agent:a", "agent:b"}
+SPANS = st.lists(st.tuples(st.floats(0.01, 5), st.floats(0.01, 5)), min_size=1, max_size=6)
 
 
-def test_agent_fallback_ignores_a_paused_agent() -> None:
-    h = History()
-    agent(h, 1, "a", "connected", conn="c1")
-    agent(h, 2, "a", "paused")
-    agent(h, 10, "b", "connected", conn="c2")
-    agent(h, 30, "b", "lost", code=1006, handshake=True)
-    agent(h, 31, "a", "resumed")
-    agent(h, 31.1, "a", "lost", code=1006, handshake=True)
-    assert single_owner.check(h).ok
+@settings(max_examples=80, deadline=None)
+@given(SPANS)
+def test_owners_one_after_the_other_never_fail(spans: list[tuple[float, float]]) -> None:
+    s, t = Scribe(), 0.0
+    for n, (gap, length) in enumerate(spans):
+        t += gap
+        link = s.connect(f"m{n % 3}", t, machine=f"m{n % 3}")
+        link.deliver(t + 0.01, "EXECUTE_COMMAND", f"h{n}", CMD)
+        link.answer(t + 0.01 + length, "COMMAND_RESULT", f"h{n}", RESULT)
+        t += 0.02 + length
+        link.closed_by_hub(t, 1001)
+        t += 0.01
+    assert single_owner.check(s.history).ok
 
 
-def test_odd_records_do_not_raise() -> None:
-    h = History()
-    h.append(1, "hub", "event", "ack", None, session="s1")
-    h.append(2, "hub", "event", "ack", {"conn": 5}, session="s1")
-    h.append(3, "hub", "event", "takeover", "garbage")
-    h.append(4, "hub", "event", "disconnect", {"conn": None})
-    h.append(5, "agent:x", "event", "connected", [1, 2])
-    assert single_owner.check(h).ok
-
-
-@st.composite
-def correct_hub(draw: st.DrawFn) -> History:
-    """A hub that follows the spec: takeovers close the old owner, strangers get 4427."""
-    h = History()
-    owners: dict[str, str | None] = {"s1": None, "s2": None}
-    t, next_conn = 0.0, 1
-    for _ in range(draw(st.integers(0, 40))):
-        t += draw(st.sampled_from([0.0, 0.001, 0.5, 3.0]))
-        session = draw(st.sampled_from(sorted(owners)))
-        action = draw(st.sampled_from(["connect", "drop", "revoke", "reject"]))
-        owner = owners[session]
-        if action == "connect":
-            conn = f"c{next_conn}"
-            next_conn += 1
-            hub(h, t, "connect", session=session, conn=conn, user="u")
-            if owner is not None:
-                hub(h, t, "takeover", session=session, old=owner, new=conn, silent=False)
-            hub(h, t, "ack", session=session, conn=conn, control=False)
-            if owner is not None:
-                hub(h, t, "disconnect", session=session, conn=owner, code=4427)
-            owners[session] = conn
-        elif action == "reject":
-            conn = f"c{next_conn}"
-            next_conn += 1
-            hub(h, t, "takeover_rejected", session=session, conn=conn, owner=owner)
-            hub(h, t, "disconnect", session=session, conn=conn, code=4427)
-        elif owner is not None:
-            ending = "disconnect" if action == "drop" else "revoke"
-            hub(h, t, ending, session=session, conn=owner, code=1006)
-            owners[session] = None
-    return h
-
-
-@settings(max_examples=100, deadline=None)
-@given(correct_hub())
-def test_a_hub_that_follows_the_policy_never_fails(history: History) -> None:
-    verdict = single_owner.check(history)
-    assert verdict.ok, verdict.summary
-
-
-@settings(max_examples=100, deadline=None)
-@given(correct_hub(), st.floats(0, 200, allow_nan=False))
-def test_a_second_ack_while_an_owner_lives_always_fails(history: History, at: float) -> None:
-    owners = single_owner.owner_intervals(history)
-    live = [i for i in owners if i.end is None]
-    t = max((r.time for r in history), default=0.0) + at
-    hub(history, t, "connect", conn="cX", user="u")
-    hub(history, t, "ack", conn="cX", control=False)
-    verdict = single_owner.check(history)
-    assert verdict.ok == (not any(i.session == "s1" for i in live))
+@settings(max_examples=80, deadline=None)
+@given(SPANS, st.floats(0.001, 0.99))
+def test_a_second_connection_working_inside_the_first_ones_request_always_fails(
+    spans: list[tuple[float, float]], at: float
+) -> None:
+    s = Scribe()
+    gap, length = spans[0]
+    a = s.connect("a", gap)
+    a.deliver(gap + 0.01, "EXECUTE_COMMAND", "h1", CMD)
+    a.answer(gap + 0.01 + length, "COMMAND_RESULT", "h1", RESULT)
+    inside = gap + 0.01 + length * at
+    b = s.connect("b", inside - 0.005)
+    b.deliver(inside, "FILE_READ", "h2", {"path": "x"})
+    assert single_owner.check(s.history).failed

@@ -104,3 +104,11 @@ def test_overall_verdict() -> None:
     assert overall_verdict([ok]) == "pass"
     assert overall_verdict([ok, bad]) == "fail"
     assert overall_verdict([ok], error="boom") == "error"
+
+
+def test_a_step_that_did_not_hold_is_a_failure_not_an_error() -> None:
+    """An expect/assert step that does not hold is the system under test's
+    failure; only what could not be judged is an error."""
+    ok = Verdict("single_owner", True, "fine", [])
+    assert overall_verdict([ok], failure="step 3 (expect ...): not reached") == "fail"
+    assert overall_verdict([ok], error="boom", failure="step 3") == "error"

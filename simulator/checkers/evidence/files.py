@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tetherbed.simulator.checkers._operations import Operation
-from tetherbed.simulator.checkers._records import text
+from tetherbed.simulator.checkers.evidence.operations import Operation
+from tetherbed.simulator.checkers.evidence.records import text
 
 #: The effect is unknown (a move into the path, a command that names it).
 WILD = object()

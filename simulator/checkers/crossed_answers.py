@@ -23,6 +23,9 @@ Three checks:
    match counts: content that some other path or session was given.
    Option `file_systems` ({session: disk name}) makes sessions served from
    one machine root share files, as they do.
+
+Judged from the client legs (recorded by Tetherbed's own clients). No answer
+at all: unknown.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from tetherbed.simulator.checkers._files import (
+from tetherbed.simulator.checkers.evidence.files import (
     ABSENT,
     WILD,
     Effect,
@@ -44,32 +47,17 @@ from tetherbed.simulator.checkers._files import (
     preview,
     to_bytes,
 )
-from tetherbed.simulator.checkers._operations import Operation, operations
-from tetherbed.simulator.checkers._records import (
+from tetherbed.simulator.checkers.evidence.operations import Operation, operations
+from tetherbed.simulator.checkers.evidence.records import (
     COMPLETIONS,
     ordered,
     text,
 )
 from tetherbed.simulator.checkers.verdict import Findings, Verdict
 from tetherbed.simulator.history import History, Record
+from tetherbed.wire.catalog import RESPONSES
 
 NAME = "no_crossed_answers"
-
-#: The answer types that may complete a request kind with `ok`.
-ANSWERS: dict[str, frozenset[str]] = {
-    "EXECUTE_COMMAND": frozenset({"COMMAND_RESULT"}),
-    "FILE_READ": frozenset({"FILE_CONTENTS"}),
-    "FILE_WRITE": frozenset({"ACK"}),
-    "FILE_DELETE": frozenset({"ACK"}),
-    "FILE_MOVE": frozenset({"ACK"}),
-    "FILE_STAT": frozenset({"FILE_STAT_RESPONSE"}),
-    "FILE_LIST": frozenset({"FILE_LIST_RESPONSE"}),
-    "DIRECTORY_LIST_REQUEST": frozenset({"DIRECTORY_LIST_RESPONSE"}),
-    "ATTACH_SESSION": frozenset({"SESSION_ATTACHED"}),
-    "ACTIVATE_SESSION": frozenset({"SESSION_ACTIVATED"}),
-    "RESTORE_SESSION": frozenset({"SESSION_RESTORED"}),
-    "DETACH_SESSION": frozenset({"ACK"}),
-}
 
 
 def check(
@@ -87,7 +75,8 @@ def check(
     answers = sum(1 for r in records if r.type in COMPLETIONS)
     return findings.verdict(
         f"{answers} answer(s) all reached the client that asked; {reads} read(s) "
-        "returned content their own path could hold"
+        "returned content their own path could hold",
+        no_evidence=None if answers else "no answer reached any client",
     )
 
 
@@ -122,7 +111,7 @@ def _check_types(ops: list[Operation], findings: Findings) -> None:
     for op in ops:
         if op.outcome != "ok" or op.completion is None:
             continue
-        allowed = ANSWERS.get(op.kind)
+        allowed = RESPONSES.get(op.kind)
         answered = text(op.answer.get("type"))
         if allowed is None or answered is None or answered in allowed:
             continue

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tetherbed.simulator.checkers._records import fields, is_event, ordered, text, time_of
+from tetherbed.simulator.checkers.evidence.records import fields, is_event, ordered, text, time_of
 from tetherbed.simulator.history import History, Record
 
 #: Fault kinds that freeze their target (SIGSTOP and the like).

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tetherbed.simulator.checkers._records import (
+from tetherbed.simulator.checkers.evidence.records import (
     COMPLETIONS,
     END,
     Key,
