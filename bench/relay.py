@@ -74,6 +74,7 @@ class Target:
 TARGETS = {
     "relay/echo": Target("relay/echo", "≥", 0.5),
     "hub_cpu/minimal_cpu": Target("hub_cpu/minimal_cpu", "≤", 1.3),
+    "hub_rps/minimal_rps": Target("hub_rps/minimal_rps", "≥", 0.9),
     "hub p99": Target("hub p99", "≤", 10.0, " ms"),
 }
 
@@ -544,6 +545,7 @@ def ratios(summary: dict[str, dict[str, Any]]) -> dict[str, float]:
         found["hub_cpu/minimal_cpu"] = (
             summary["hub"]["relay_cpu_us"] / summary["minimal"]["relay_cpu_us"]
         )
+        found["hub_rps/minimal_rps"] = summary["hub"]["rps"] / summary["minimal"]["rps"]
     if "hub" in summary:
         found["hub p99"] = summary["hub"]["p99_ms"]
     return found

@@ -28,8 +28,12 @@ from tetherbed.wire.codes import ExtensionCode
 from tetherbed.wire.envelope import Envelope, decode_envelope, decode_payload, encode_message
 from tetherbed.wire.errors import WireError
 from tetherbed.wire.limits import FRAME_LIMIT_BYTES
-from tetherbed.wire.messages import ErrorPayload, MessageType, Payload
+from tetherbed.wire.messages import ErrorPayload, MessageType
 from tetherbed.wire.version import CURRENT
+
+#: A request's payload: a struct (`wire.strict` for exactly the spec's fields,
+#: or `wire.messages`) or a plain dict.
+RequestPayload = msgspec.Struct | dict[str, Any]
 
 
 def new_request_id() -> str:
@@ -92,7 +96,7 @@ class ClientCore:
     def start_request(
         self,
         kind: str,
-        payload: Payload | dict[str, Any],
+        payload: RequestPayload,
         request_id: str | None = None,
     ) -> tuple[str, bytes]:
         """Register a request and return its id and the text frame to send.

@@ -108,7 +108,11 @@ class ConnectFailedError(HubError):
 
 
 class RequestTimeoutError(HubError, TimeoutError):
-    """No terminal answer within `request_timeout`; the request may still run."""
+    """No terminal answer in time; the request may still run.
+
+    REQUEST_TIMEOUT: the client's own `request_timeout` ran out. AGENT_TIMEOUT:
+    the hub's deadline did (the agent never answered; its slot is free again).
+    """
 
 
 class UnexpectedResponseError(HubError):
@@ -169,6 +173,9 @@ ERROR_CLASSES: dict[str, type[HubError]] = {
     X.AGENT_NOT_CONNECTED: AgentUnavailableError,
     X.AGENT_DISCONNECTED: AgentUnavailableError,
     X.OUTCOME_UNKNOWN: OutcomeUnknownError,
+    X.AGENT_TIMEOUT: RequestTimeoutError,
+    X.UNEXPECTED_ANSWER_TYPE: UnexpectedResponseError,
+    X.SESSION_REVOKED: PermissionDeniedError,
 }
 
 

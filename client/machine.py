@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import urllib.parse
 
+from msgspec import UNSET
+
 from tetherbed.client.sandbox import HubConnection, expect_answer
+from tetherbed.wire import strict
 from tetherbed.wire.messages import (
     Ack,
-    ActivateSession,
-    AttachSession,
-    DetachSession,
-    DirectoryListRequest,
     DirectoryListResponse,
     MessageType,
-    RestoreSession,
     SessionActivated,
     SessionAttached,
     SessionRestored,
@@ -56,29 +54,45 @@ class MachineControl(HubConnection):
         cursor: str | None = None,
     ) -> DirectoryListResponse:
         """Both references None start a new browse at the machine's roots."""
-        request = DirectoryListRequest(
-            browse_id=browse_id, directory_ref=directory_ref, cursor=cursor
+        request = strict.DirectoryListRequest(
+            browse_id=browse_id,
+            directory_ref=directory_ref,
+            cursor=UNSET if cursor is None else cursor,
         )
         frame = await self.request(MessageType.DIRECTORY_LIST_REQUEST, request)
         return expect_answer(frame, MessageType.DIRECTORY_LIST_RESPONSE, DirectoryListResponse)
 
-    async def attach(self, session_id: str, browse_id: str, directory_ref: str) -> SessionAttached:
-        request = AttachSession(
-            session_id=session_id, browse_id=browse_id, directory_ref=directory_ref
+    async def attach(
+        self,
+        session_id: str,
+        browse_id: str,
+        directory_ref: str,
+        *,
+        expected_connection_id: str | None = None,
+    ) -> SessionAttached:
+        """`expected_connection_id` is carried for the platform's race detection
+        (the spec: the host ignores it); null when not given."""
+        request = strict.AttachSession(
+            session_id=session_id,
+            browse_id=browse_id,
+            directory_ref=directory_ref,
+            expected_connection_id=expected_connection_id,
         )
         frame = await self.request(MessageType.ATTACH_SESSION, request)
         return expect_answer(frame, MessageType.SESSION_ATTACHED, SessionAttached)
 
     async def activate(self, session_id: str, revision: int) -> SessionActivated:
-        request = ActivateSession(session_id=session_id, revision=revision)
+        request = strict.ActivateSession(session_id=session_id, revision=revision)
         frame = await self.request(MessageType.ACTIVATE_SESSION, request)
         return expect_answer(frame, MessageType.SESSION_ACTIVATED, SessionActivated)
 
     async def restore(self, session_id: str, root_grant: str) -> SessionRestored:
-        request = RestoreSession(session_id=session_id, root_grant=root_grant)
+        request = strict.RestoreSession(session_id=session_id, root_grant=root_grant)
         frame = await self.request(MessageType.RESTORE_SESSION, request)
         return expect_answer(frame, MessageType.SESSION_RESTORED, SessionRestored)
 
     async def detach(self, session_id: str) -> None:
-        frame = await self.request(MessageType.DETACH_SESSION, DetachSession(session_id=session_id))
+        frame = await self.request(
+            MessageType.DETACH_SESSION, strict.DetachSession(session_id=session_id)
+        )
         expect_answer(frame, MessageType.ACK, Ack)

@@ -28,6 +28,7 @@ import urllib.parse
 from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from typing import Any, Generic, Literal, Self, TypeVar, overload
 
+import msgspec
 from websockets.exceptions import WebSocketException
 
 from tetherbed.client.core import (
@@ -35,6 +36,7 @@ from tetherbed.client.core import (
     ConnectionLevelError,
     Failure,
     Reply,
+    RequestPayload,
     new_request_id,
 )
 from tetherbed.client.errors import (
@@ -69,23 +71,19 @@ from tetherbed.client.models import (
     entry_from_list,
     entry_from_stat,
 )
+from tetherbed.client.paths import is_absolute, join_root
 from tetherbed.runtime.clock import Clock
 from tetherbed.runtime.transport import Connector, MessageTransport, TransportClosed, UpgradeRefused
 from tetherbed.runtime.websocket_transport import connect_websocket
+from tetherbed.wire import strict
 from tetherbed.wire.codes import ErrorCode, ExtensionCode
+from tetherbed.wire.hub_api import SESSION_INFO_REQUEST, SESSION_INFO_RESPONSE, SessionInfo
 from tetherbed.wire.limits import DEFAULT_LIST_MAX_ENTRIES
 from tetherbed.wire.messages import (
     Ack,
-    ExecuteCommand,
     FileContents,
-    FileDelete,
-    FileList,
     FileListResponse,
-    FileMove,
-    FileRead,
-    FileStat,
     FileStatResponse,
-    FileWrite,
     MessageType,
     Payload,
     ShellName,
@@ -308,7 +306,7 @@ class HubConnection:
     async def request(
         self,
         message_type: str,
-        payload: Payload | dict[str, Any],
+        payload: RequestPayload,
         *,
         request_timeout: float | None = None,
         request_id: str | None = None,
@@ -330,7 +328,7 @@ class HubConnection:
     def stream(
         self,
         message_type: str,
-        payload: Payload | dict[str, Any],
+        payload: RequestPayload,
         *,
         request_timeout: float | None = None,
         request_id: str | None = None,
@@ -344,7 +342,7 @@ class HubConnection:
         return ResponseStream(self, str(message_type), payload, timeout, request_id)
 
     async def _send(
-        self, kind: str, payload: Payload | dict[str, Any], request_id: str | None
+        self, kind: str, payload: RequestPayload, request_id: str | None
     ) -> tuple[str, asyncio.Queue[Reply | HubError]]:
         if self._failure is not None:
             raise _copy_error(self._failure)
@@ -446,7 +444,7 @@ class ResponseStream:
         self,
         sandbox: HubConnection,
         message_type: str,
-        payload: Payload | dict[str, Any],
+        payload: RequestPayload,
         request_timeout: float | None,
         request_id: str | None,
     ) -> None:
@@ -541,6 +539,59 @@ class HubSandbox(HubConnection):
         super().__init__(transport, session_id, **options)
         self.files = Files(self)
         self.commands = Commands(self)
+        self._root: asyncio.Future[str] | None = None
+
+    async def session_info(self, *, request_timeout: float | None = None) -> SessionInfo:
+        """What the hub knows of the session: its agent's `allowed_root`,
+        machine and connection (None while no agent is connected)."""
+        frame = await self.request(
+            SESSION_INFO_REQUEST, strict.Nothing(), request_timeout=request_timeout
+        )
+        if frame.type != SESSION_INFO_RESPONSE or not isinstance(frame.payload, dict):
+            raise UnexpectedResponseError(
+                UNEXPECTED_RESPONSE,
+                f"expected {SESSION_INFO_RESPONSE}, the hub answered {frame.type}",
+            )
+        try:
+            return msgspec.convert(frame.payload, SessionInfo)
+        except msgspec.ValidationError as exc:
+            raise UnexpectedResponseError(UNEXPECTED_RESPONSE, f"bad session info: {exc}") from None
+
+    async def allowed_root(self) -> str:
+        """The root the session's agent serves (asked once per connection)."""
+        if self._root is None or (self._root.done() and self._root.exception() is not None):
+            self._root = asyncio.ensure_future(self._fetch_root())
+        return await asyncio.shield(self._root)
+
+    async def _fetch_root(self) -> str:
+        try:
+            info = await self.session_info()
+        except InvalidArgumentError as exc:  # a hub without the session-info call
+            raise InvalidArgumentError(
+                exc.code,
+                "this hub does not report the session's allowed root, so relative paths "
+                "cannot be resolved; use absolute paths",
+            ) from exc
+        if info.allowed_root is None:
+            raise AgentUnavailableError(
+                ExtensionCode.AGENT_NOT_CONNECTED,
+                "no agent serves the session, so its allowed root is unknown",
+            )
+        return info.allowed_root
+
+    async def absolute(self, path: str) -> str:
+        """`path` as sent on the wire: relative paths are joined to the allowed root."""
+        if is_absolute(path):
+            return path
+        try:
+            root = await self.allowed_root()
+        except HubError as exc:
+            raise type(exc)(
+                exc.code,
+                f"relative path {path!r}: {exc.message} (or pass an absolute path)",
+                details=exc.details,
+            ) from exc
+        return join_root(root, path)
 
 
 class Files:
@@ -589,10 +640,13 @@ class Files:
             raise InvalidArgumentError(
                 ExtensionCode.INVALID_MESSAGE, f"format must be 'text' or 'bytes', not {format!r}"
             )
-        encoding = "utf-8" if format == "text" else "base64"
+        encoding: Literal["utf-8", "base64"] = "utf-8" if format == "text" else "base64"
+        path = await self._sandbox.absolute(path)
         frame = await self._sandbox.request(
             MessageType.FILE_READ,
-            FileRead(path=path, encoding=encoding, format=format, offset=offset, length=length),
+            strict.FileRead(
+                path=path, encoding=encoding, format=format, offset=offset, length=length
+            ),
             request_timeout=request_timeout,
         )
         contents: FileContents = expect_answer(frame, MessageType.FILE_CONTENTS, FileContents)
@@ -620,18 +674,19 @@ class Files:
     ) -> WriteInfo:
         """Write a whole file, creating missing parent directories as E2B does.
 
-        `str` goes as UTF-8 text, anything bytes-like as base64.
+        `str` goes as UTF-8 text, anything bytes-like as base64 (FILE_WRITE has
+        no `format`: only `encoding` says which).
         """
+        path = await self._sandbox.absolute(path)
         if isinstance(data, str):
-            payload = FileWrite(
-                path=path, content=data, encoding="utf-8", format="text", create_parents=True
+            payload = strict.FileWrite(
+                path=path, content=data, encoding="utf-8", create_parents=True
             )
         elif isinstance(data, bytes | bytearray | memoryview):
-            payload = FileWrite(
+            payload = strict.FileWrite(
                 path=path,
                 content=base64.b64encode(data).decode("ascii"),
                 encoding="base64",
-                format="bytes",
                 create_parents=True,
             )
         else:
@@ -662,9 +717,10 @@ class Files:
         """
         if depth < 1:
             raise InvalidArgumentError(ExtensionCode.INVALID_MESSAGE, "depth should be at least 1")
+        path = await self._sandbox.absolute(path)
         frame = await self._sandbox.request(
             MessageType.FILE_LIST,
-            FileList(
+            strict.FileList(
                 path=path,
                 recursive=depth > 1,
                 include_hidden=include_hidden,
@@ -728,7 +784,9 @@ class Files:
         """Remove a file or a whole directory tree (recursive, as E2B does)."""
         frame = await self._sandbox.request(
             MessageType.FILE_DELETE,
-            FileDelete(path=path, recursive=True, missing_ok=missing_ok),
+            strict.FileDelete(
+                path=await self._sandbox.absolute(path), recursive=True, missing_ok=missing_ok
+            ),
             request_timeout=request_timeout,
         )
         expect_answer(frame, MessageType.ACK, Ack)
@@ -746,9 +804,11 @@ class Files:
         An existing `new_path` raises (PATH_EXISTS) unless `overwrite`. FILE_MOVE
         is not idempotent: after `OutcomeUnknownError`, check before retrying.
         """
+        old_path = await self._sandbox.absolute(old_path)
+        new_path = await self._sandbox.absolute(new_path)
         frame = await self._sandbox.request(
             MessageType.FILE_MOVE,
-            FileMove(src=old_path, dst=new_path, overwrite=overwrite),
+            strict.FileMove(src=old_path, dst=new_path, overwrite=overwrite),
             request_timeout=request_timeout,
         )
         expect_answer(frame, MessageType.ACK, Ack)
@@ -759,7 +819,9 @@ class Files:
     ) -> FileStatResponse:
         frame = await self._sandbox.request(
             MessageType.FILE_STAT,
-            FileStat(path=path, follow_symlinks=follow_symlinks),
+            strict.FileStat(
+                path=await self._sandbox.absolute(path), follow_symlinks=follow_symlinks
+            ),
             request_timeout=request_timeout,
         )
         return expect_answer(frame, MessageType.FILE_STAT_RESPONSE, FileStatResponse)
@@ -846,18 +908,22 @@ class Commands:
             raise InvalidArgumentError(
                 ExtensionCode.INVALID_MESSAGE, "the local-executor protocol has no background runs"
             )
-        common: dict[str, Any] = {
-            "cwd": cwd,
-            "env": None if envs is None else dict(envs),
-            "timeout_seconds": timeout or None,
-        }
+        # Only what is given goes out: the spec's `env` is an object and `cwd`
+        # a string, and a strict peer drops a request that sends either as null.
+        common: dict[str, Any] = {}
+        if cwd is not None:
+            common["cwd"] = await self._sandbox.absolute(cwd)
+        if envs is not None:
+            common["env"] = {str(k): str(v) for k, v in envs.items()}
+        if timeout:
+            common["timeout_seconds"] = timeout
         if isinstance(cmd, str):
-            payload = ExecuteCommand(command=cmd, shell=shell, **common)
+            payload = strict.ExecuteCommand(command=cmd, shell=shell, **common)
         else:
             argv = [str(arg) for arg in cmd]
             if not argv:
                 raise InvalidArgumentError(ExtensionCode.INVALID_MESSAGE, "argv must not be empty")
-            payload = ExecuteCommand(argv=argv, **common)
+            payload = strict.ExecuteCommand(argv=argv, **common)
 
         wait = request_timeout
         if wait is None and self._sandbox.request_timeout is not None and timeout:

@@ -41,7 +41,9 @@ DEFAULT_GRANTS = frozenset(
 )
 
 
-HUB_DEFECTS = frozenset({"retry_non_idempotent", "orphan_on_disconnect", "shared_ids"})
+HUB_DEFECTS = frozenset(
+    {"retry_non_idempotent", "orphan_on_disconnect", "shared_ids", "head_of_line"}
+)
 
 
 @dataclass(slots=True)
@@ -64,10 +66,32 @@ class HubConfig:
     #: Restore an idle-stopped session through its machine's control
     #: connection when a request for it arrives.
     auto_restore: bool = True
+    #: Seconds the hub waits for an agent's answer to a request (other than
+    #: EXECUTE_COMMAND), and at most for a free slot for a queued one; then
+    #: the client gets AGENT_TIMEOUT (or SHIM_OVERLOADED: not sent).
+    request_timeout: float = 60.0
+    #: EXECUTE_COMMAND waits its own timeout (capped by
+    #: command_timeout_seconds, as the agent caps it) plus this much.
+    command_slack: float = 10.0
+    #: A request the agent refused with SHIM_OVERLOADED is sent again at most
+    #: this many times, after overload_backoff · 2^n seconds (capped).
+    overload_retries: int = 4
+    overload_backoff: float = 0.5
+    overload_backoff_cap: float = 8.0
+    #: An HTTP request (an upgrade) must arrive complete this soon after the
+    #: TCP connection opens.
+    handshake_timeout: float = 10.0
+    #: A peer that has this many bytes waiting for it, or that has accepted
+    #: no byte for this long while some wait, is a slow consumer: it is
+    #: closed (1008) rather than allowed to hold anyone up.
+    slow_consumer_bytes: int = 48 * limits.MiB
+    slow_consumer_seconds: float = 20.0
     protocol_version: str = CURRENT_TEXT
     #: Deliberate bugs, for proving that the simulator's checkers catch them
     #: (docs/scenarios.md): "retry_non_idempotent", "orphan_on_disconnect",
-    #: "shared_ids". Never set in normal use.
+    #: "shared_ids", and for the drivers "head_of_line" (send to a peer
+    #: inside the sender's read loop, as the hub once did). Never set in
+    #: normal use.
     defects: frozenset[str] = frozenset()
     #: The dsh-computers routes' settings (hub/dsh).
     dsh: DshConfig = field(default_factory=DshConfig)
@@ -76,6 +100,17 @@ class HubConfig:
         unknown = set(self.defects) - HUB_DEFECTS
         if unknown:
             raise ValueError(f"unknown hub defects {sorted(unknown)}")
-        for name in ("max_file_size_bytes", "command_timeout_seconds", "max_concurrent"):
+        for name in (
+            "max_file_size_bytes",
+            "command_timeout_seconds",
+            "max_concurrent",
+            "request_timeout",
+            "handshake_timeout",
+            "slow_consumer_bytes",
+            "slow_consumer_seconds",
+            "overload_backoff",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if self.overload_retries < 0 or self.command_slack < 0:
+            raise ValueError("overload_retries and command_slack must not be negative")

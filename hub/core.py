@@ -1,15 +1,23 @@
 """The hub as a sans-I/O state machine: agents, sessions, machines, relay.
 
-Drivers (the aiohttp server, the simulator) report connections and frames;
-the core answers with `Send`/`Close` actions and never touches a socket or a
-database. The relay path decodes only the envelope (type, id, version) and
-copies the payload bytes through untouched, rewriting the id so that answers
-return to the right client under the client's own id.
+Drivers (the aiohttp server, the simulator) report connections, frames and
+the clock; the core answers with actions (`hub/actions.py`) and never touches
+a socket, a database or a log: journal events come back as `Record`, durable
+facts as `Persist`, and the one question only the store can answer (may this
+user address that session?) as `Authorize`, which the driver answers with
+`authorized`. The relay path decodes only the envelope (type, id, version)
+and copies the payload bytes through untouched, rewriting the id so that
+answers return to the right client under the client's own id, and stamping
+the version negotiated with the agent.
 
-Beyond relaying it owns: the handshake, session ownership, the presence
-registry of machine control connections, capacity-aware issuance with a
-bounded queue per target, keepalive, the retry layer for requests that die
+Beyond relaying it owns: the handshake, session ownership and revocation, the
+presence registry of machine control connections, capacity-aware issuance
+with a bounded queue per target, a deadline on every request (so that no
+request holds a slot forever, whatever the agent does), bounded back-off for
+requests the agent refused, keepalive, the retry layer for requests that die
 with a connection, and transparent restore of idle-stopped sessions.
+
+Agent connections move through the table in `hub/agent_states.py` only.
 """
 
 from __future__ import annotations
@@ -17,16 +25,27 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
-from tetherbed.hub.actions import Close, HubAction, Send
+from tetherbed.hub.actions import (
+    NO_ACTIONS,
+    Actions,
+    Authorize,
+    Close,
+    HubAction,
+    Persist,
+    Record,
+    RootGrant,
+    Send,
+)
+from tetherbed.hub.agent_states import AgentEvent, AgentState, advance
 from tetherbed.hub.config import HubConfig
 from tetherbed.hub.handshake import Accepted, answer_hello
-from tetherbed.hub.links import AgentLink, AgentState, ClientLink, Route, Target
+from tetherbed.hub.links import NEVER, AgentLink, ClientLink, Route, Target
 from tetherbed.hub.ownership import Verdict, decide
+from tetherbed.hub.request_policy import answer_budget, capacity_from, overload_delay
 from tetherbed.hub.retry import can_retry, prepare_retry
 from tetherbed.hub.timers import Timers
 from tetherbed.runtime.clock import Clock
@@ -40,6 +59,8 @@ from tetherbed.wire.envelope import (
     reframe,
 )
 from tetherbed.wire.errors import ProtocolError, WireError
+from tetherbed.wire.hub_api import SESSION_INFO_REQUEST, SESSION_INFO_RESPONSE, SessionInfo
+from tetherbed.wire.limits import FRAME_LIMIT_BYTES
 from tetherbed.wire.messages import (
     Empty,
     ErrorPayload,
@@ -53,14 +74,18 @@ from tetherbed.wire.version import ProtocolVersion, same_major
 
 log = logging.getLogger(__name__)
 
-Observer = Callable[..., None]
-#: May `user` address session `session_id`? (The driver answers from its store.)
-SessionAuthority = Callable[[str, str], bool]
-_NO_ACTIONS: list[HubAction] = []
 # Plain constants for the hot path (enum attribute lookups cost more).
 _READY = AgentState.READY
 _ERROR = str(MessageType.ERROR)
+_EXECUTE = str(MessageType.EXECUTE_COMMAND)
 _STREAMING = frozenset(str(kind) for kind in catalog.STREAMING_RESPONSES)
+_ANSWERS = {
+    str(kind): answers
+    for kind in (*catalog.DATA_REQUESTS, *catalog.CONTROL_REQUESTS)
+    if (answers := catalog.allowed_answers(kind)) is not None
+}
+#: Late answers remembered per agent connection, to tell them from strays.
+_ABANDONED_KEPT = 1024
 
 
 class _SessionRef(msgspec.Struct):
@@ -81,87 +106,83 @@ _grant_answer = msgspec.json.Decoder(_GrantAnswer)
 _error_code = msgspec.json.Decoder(_ErrorCode)
 
 
-def _noop(event: str, **fields: Any) -> None:
-    return None
-
-
-def _allow_all(user: str, session_id: str) -> bool:
-    return True
-
-
 class HubCore:
-    def __init__(
-        self,
-        config: HubConfig,
-        clock: Clock,
-        *,
-        observer: Observer | None = None,
-        authority: SessionAuthority = _allow_all,
-        on_grant: Callable[[str, str, str], None] | None = None,
-    ) -> None:
+    def __init__(self, config: HubConfig, clock: Clock) -> None:
         self.config = config
         self.clock = clock
-        self.sessions: dict[str, Target] = {}
+        #: (user, session id) → session target. Session ids are names within
+        #: a user: two users' sessions of the same id are two sessions, so an
+        #: agent token learns nothing about anyone else's.
+        self.sessions: dict[tuple[str, str], Target] = {}
         #: The presence registry: (user, machine_id) → control connection target.
         self.machines: dict[tuple[str, str], Target] = {}
         #: Live agent connections, in connection order (a dict, so that every
         #: walk over them — shutdown, metrics — is deterministic).
         self.agents: dict[AgentLink, None] = {}
-        self._observe = observer or _noop
-        self._authority = authority
-        self._on_grant = on_grant
         self._ids = itertools.count(1)
+        #: Authorize tickets the driver has not answered yet.
+        self._authorizing: dict[int, Route] = {}
         self.timers: Timers[AgentLink | Target] = Timers(self._due)
         defects = config.defects
         self._retry_everything = "retry_non_idempotent" in defects
         self._orphan = "orphan_on_disconnect" in defects
         self._shared_ids = "shared_ids" in defects
+        self._request_timeout = config.request_timeout
+        # Bound once: the relay path reads the clock per request.
+        self._monotonic = clock.monotonic
 
     # === agents ============================================================
 
-    def agent_opened(self, peer: Any, *, user: str, session_id: str | None) -> AgentLink:
+    def agent_opened(
+        self, peer: Any, *, user: str, session_id: str | None
+    ) -> tuple[AgentLink, Actions]:
         """An agent's upgrade was authenticated; it must now send HELLO."""
         link = AgentLink(peer, user, session_id, connection_id=f"c{next(self._ids):x}")
         link.connected_at = self.clock.monotonic()
         link.hello_deadline = link.connected_at + self.config.hello_timeout
         self.timers.arm(link)
         self.agents[link] = None
-        self._observe("connect", conn=link.connection_id, session=session_id, user=user)
-        return link
+        return link, (
+            Record("connect", {"conn": link.connection_id, "session": session_id, "user": user}),
+        )
 
-    def agent_frame(self, link: AgentLink, data: bytes) -> list[HubAction]:
+    def agent_frame(self, link: AgentLink, data: bytes) -> Actions:
         state = link.state
-        if state is AgentState.READY or state is AgentState.DETACHED:
+        if state is _READY or state is AgentState.DETACHED:
             return self._agent_answer(link, data)
         if state is AgentState.AWAITING_HELLO:
             return self._agent_hello(link, data)
-        return _NO_ACTIONS
+        return NO_ACTIONS
 
-    def agent_closed(self, link: AgentLink, code: int | None = None) -> list[HubAction]:
+    def agent_closed(self, link: AgentLink, code: int | None = None) -> Actions:
         """The agent's socket is gone: retry or fail what it held."""
         if link.state is AgentState.CLOSED:
-            return _NO_ACTIONS
+            return NO_ACTIONS
         target = link.target
         was_owner = target is not None and target.owner is link
-        link.state = AgentState.CLOSED
+        advance(link, AgentEvent.SOCKET_CLOSED)
         self.agents.pop(link, None)
-        self._observe(
-            "disconnect",
-            conn=link.connection_id,
-            session=link.session_id,
-            machine=link.machine_id,
-            code=code,
-        )
-        actions: list[HubAction] = []
+        actions: list[HubAction] = [
+            Record(
+                "disconnect",
+                {
+                    "conn": link.connection_id,
+                    "session": link.session_id,
+                    "machine": link.machine_id,
+                    "code": code,
+                },
+            )
+        ]
         if was_owner:
             assert target is not None
             target.owner = None
+            self._undefer_all(target)
             # A clean close by the agent itself is an explicit disconnect and
             # releases the session; anything else may be a laptop going to
             # sleep or a network blip, so the session stays reserved for that
             # machine and what can be retried is held for it.
             explicit = code == CloseCode.NORMAL and not link.hub_closed
-            if target.kind == "session" and not explicit:
+            if target.is_session and not explicit and not target.revoked:
                 target.hold_until = self.clock.monotonic() + self.config.retry_window
                 target.reserved_for = link.machine_id
                 self.timers.arm(target)
@@ -175,16 +196,18 @@ class HubCore:
 
     # === clients ===========================================================
 
-    def client_opened(self, peer: Any, *, user: str, session_id: str) -> ClientLink:
-        self._observe("client_connect", session=session_id, user=user)
-        return ClientLink(peer, user, self._session(session_id, user))
+    def client_opened(self, peer: Any, *, user: str, session_id: str) -> tuple[ClientLink, Actions]:
+        client = ClientLink(peer, user, self._session(session_id, user))
+        return client, (Record("client_connect", {"session": session_id, "user": user}),)
 
-    def machine_client_opened(self, peer: Any, *, user: str, machine_id: str) -> ClientLink:
+    def machine_client_opened(
+        self, peer: Any, *, user: str, machine_id: str
+    ) -> tuple[ClientLink, Actions]:
         """A client of the machine's control connection (browse, attach, ...)."""
-        self._observe("client_connect", machine=machine_id, user=user)
-        return ClientLink(peer, user, self._machine(user, machine_id))
+        client = ClientLink(peer, user, self._machine(user, machine_id))
+        return client, (Record("client_connect", {"machine": machine_id, "user": user}),)
 
-    def client_frame(self, client: ClientLink, data: bytes) -> list[HubAction]:
+    def client_frame(self, client: ClientLink, data: bytes) -> Actions:
         """Relay one client request (or answer it with an error).
 
         This and `_agent_answer` are the relay's hot path: the common case
@@ -193,7 +216,7 @@ class HubCore:
         try:
             envelope = decode_envelope(data)
         except WireError as exc:
-            return [Send(client.peer, self._error_frame(exc.request_id, exc))]
+            return (Send(client.peer, self._error_frame(exc.request_id, exc)),)
         request_id = envelope.id
         target = client.target
         owner = target.owner
@@ -209,85 +232,124 @@ class HubCore:
         ):
             route = Route(client, request_id, envelope.type, envelope)
             client.inflight[request_id] = route
-            return [self._issue(owner, route)]
+            return (self._issue(owner, route),)
         return self._client_frame_slow(client, envelope)
 
-    def _client_frame_slow(self, client: ClientLink, envelope: Envelope) -> list[HubAction]:
+    def _client_frame_slow(self, client: ClientLink, envelope: Envelope) -> Actions:
         request_id = envelope.id
         kind = envelope.type
         target = client.target
-        if kind not in target.allowed:
-            error = _not_relayable(envelope, target.kind)
-            return [Send(client.peer, self._error_frame(request_id, error))]
         if not request_id:
             error = ProtocolError(ExtensionCode.INVALID_MESSAGE, "request has no id")
-            return [Send(client.peer, self._error_frame(None, error))]
+            return (Send(client.peer, self._error_frame(None, error)),)
+        hub_api = kind == SESSION_INFO_REQUEST and target.is_session
+        if kind not in target.allowed and not hub_api:
+            error = _not_relayable(envelope, target.kind)
+            return (Send(client.peer, self._error_frame(request_id, error)),)
         if request_id in client.inflight:
             error = ProtocolError(
                 ExtensionCode.DUPLICATE_REQUEST_ID,
                 f"request id {request_id!r} is already in flight on this connection",
             )
-            return [Send(client.peer, self._error_frame(request_id, error))]
-        if not target.is_session and not self._session_allowed(client.user, envelope):
-            error = ProtocolError(
-                ExtensionCode.SESSION_NOT_FOUND, "the request names a session of another user"
-            )
-            return [Send(client.peer, self._error_frame(request_id, error))]
-        owner = target.owner
+            return (Send(client.peer, self._error_frame(request_id, error)),)
+        if target.revoked:
+            return (Send(client.peer, self._error_frame(request_id, _revoked(target))),)
         route = Route(client, request_id, kind, envelope)
-        if owner is not None and owner.state is _READY:
-            if owner.capacity > len(owner.routes) and not target.queue:
+        if not target.is_session:
+            named = _named_session(envelope)
+            if named:
+                ticket = next(self._ids)
+                self._authorizing[ticket] = route
                 client.inflight[request_id] = route
-                return [self._issue(owner, route)]
+                return (Authorize(ticket, client.user, named),)
+        return self._route(client, route)
+
+    def authorized(self, ticket: int, allowed: bool) -> Actions:
+        """The driver's answer to `Authorize`: False means the session is revoked."""
+        route = self._authorizing.pop(ticket, None)
+        if route is None or route.client is None or route.client.closed:
+            return NO_ACTIONS
+        client = route.client
+        if not allowed:
+            client.inflight.pop(route.client_id, None)
+            error = ProtocolError(
+                ExtensionCode.SESSION_REVOKED, "the request names a session that was revoked"
+            )
+            return (Send(client.peer, self._error_frame(route.client_id, error)),)
+        client.inflight.pop(route.client_id, None)
+        return self._route(client, route)
+
+    def _route(self, client: ClientLink, route: Route) -> Actions:
+        """Issue `route` now, queue it, hold it for a returning agent, or refuse it."""
+        target = client.target
+        owner = target.owner
+        if owner is not None and owner.state is _READY:
+            if route.kind == SESSION_INFO_REQUEST:
+                return (self._session_info(client, route.client_id, owner),)
+            if owner.capacity > len(owner.routes) and not target.queue:
+                client.inflight[route.client_id] = route
+                return (self._issue(owner, route),)
             return self._enqueue(target, route)
         actions: list[HubAction] = []
         if target.is_session and self._holding(target, actions):
             actions.extend(self._enqueue(target, route))
             return actions
+        if route.kind == SESSION_INFO_REQUEST:
+            return (self._session_info(client, route.client_id, None),)
         error = ProtocolError(
             ExtensionCode.AGENT_NOT_CONNECTED, f"{target.kind} {target.key} has no connected agent"
         )
-        return [Send(client.peer, self._error_frame(request_id, error))]
+        return (Send(client.peer, self._error_frame(route.client_id, error)),)
 
-    def client_closed(self, client: ClientLink) -> list[HubAction]:
+    def client_closed(self, client: ClientLink) -> Actions:
         """Answers still to come for this client will be dropped on arrival."""
         client.closed = True
         target = client.target
         if target.queue:
             target.queue = type(target.queue)(r for r in target.queue if r.client is not client)
+        if target.deferred:
+            target.deferred = [r for r in target.deferred if r.client is not client]
         client.inflight.clear()
-        return _NO_ACTIONS
+        return NO_ACTIONS
 
     # === administration ====================================================
 
-    def revoke(self, session_id: str, reason: str = "user_revoked") -> list[HubAction]:
-        """The user revoked the session: SESSION_REVOKED then close 4428."""
-        target = self.sessions.get(session_id)
-        owner = target.owner if target is not None else None
-        if target is None or owner is None:
-            return _NO_ACTIONS
-        revoked = self._frame(MessageType.SESSION_REVOKED, SessionRevoked(reason=reason))
-        actions: list[HubAction] = [
-            Send(owner.peer, revoked),
-            Close(owner.peer, CloseCode.SESSION_REVOKED, json.dumps({"reason": reason})),
-        ]
-        self._observe("revoke", conn=owner.connection_id, session=session_id, reason=reason)
-        target.owner = None
+    def revoke(self, user: str, session_id: str, reason: str = "user_revoked") -> Actions:
+        """The user revoked the session: SESSION_REVOKED then close 4428 to its
+        agent; from now on no agent is admitted and no request relayed."""
+        target = self._session(session_id, user)
+        target.revoked = True
         target.hold_until = None
         target.reserved_for = None
         target.root_grant = None  # a revoked session is not restored behind the user's back
-        owner.state = AgentState.DETACHED
-        owner.hub_closed = True
-        self._fail_routes(owner, actions)
+        owner = target.owner
+        actions: list[HubAction] = []
+        if owner is not None:
+            actions.append(Send(owner.peer, self._revocation(reason)))
+            actions.append(
+                Close(owner.peer, CloseCode.SESSION_REVOKED, json.dumps({"reason": reason}))
+            )
+            actions.append(
+                Record(
+                    "revoke", {"conn": owner.connection_id, "session": session_id, "reason": reason}
+                )
+            )
+            target.owner = None
+            advance(owner, AgentEvent.EVICTED)
+            owner.hub_closed = True
+            self._fail_routes(owner, actions)
+        self._undefer_all(target)
         self._drain_queue(target, actions)
         return actions
 
-    def shutdown(self) -> list[HubAction]:
+    def shutdown(self) -> Actions:
         """The hub is going down: every agent gets 4429."""
         actions: list[HubAction] = []
         for link in list(self.agents):
             actions.append(Close(link.peer, CloseCode.PLATFORM_SHUTDOWN, "platform shutting down"))
-            self._observe("shutdown_close", conn=link.connection_id, session=link.session_id)
+            actions.append(
+                Record("shutdown_close", {"conn": link.connection_id, "session": link.session_id})
+            )
         return actions
 
     def remember_grant(self, user: str, session_id: str, machine_id: str, root_grant: str) -> None:
@@ -297,42 +359,65 @@ class HubCore:
         target.machine_id = machine_id
         target.root_grant = root_grant
 
+    def session_of(self, user: str, session_id: str) -> Target | None:
+        return self.sessions.get((user, session_id))
+
     # === timers ============================================================
 
     def next_deadline(self) -> float | None:
         return self.timers.next_deadline()
 
-    def on_timer(self) -> list[HubAction]:
+    def on_timer(self) -> Actions:
         now = self.clock.monotonic()
         actions: list[HubAction] = []
         for owner in list(self.timers.expired(now)):
             if isinstance(owner, Target):
-                self._hold_expired(owner, actions)
+                self._target_timer(owner, now, actions)
             else:
-                self._keepalive(owner, now, actions)
+                self._link_timer(owner, now, actions)
         return actions
 
     def _due(self, owner: AgentLink | Target) -> float | None:
+        """The owner's next deadline. Deadlines are only ever moved earlier
+        between firings (a stale early one just fires and is recomputed), so
+        that the relay path almost never pushes onto the timer heap."""
         if isinstance(owner, Target):
-            return owner.hold_until if owner.owner is None else None
+            due = owner.queue_deadline
+            due = min(due, owner.deferred_at)
+            if owner.owner is None and owner.hold_until is not None and owner.hold_until < due:
+                due = owner.hold_until
+            return None if due == NEVER else due
         state = owner.state
         if state is AgentState.AWAITING_HELLO:
             return owner.hello_deadline
-        if state is not AgentState.READY:
+        if state is AgentState.CLOSED:
             return None
-        if owner.pong_deadline is not None:
-            return min(owner.pong_deadline, owner.ping_at)
-        return owner.ping_at
+        due = owner.expiry_at
+        if state is _READY:
+            due = min(due, owner.ping_at)
+            if owner.pong_deadline is not None and owner.pong_deadline < due:
+                due = owner.pong_deadline
+        return None if due == NEVER else due
 
-    def _keepalive(self, link: AgentLink, now: float, actions: list[HubAction]) -> None:
+    def _link_timer(self, link: AgentLink, now: float, actions: list[HubAction]) -> None:
         if link.state is AgentState.AWAITING_HELLO:
             link.hello_deadline = None
+            advance(link, AgentEvent.HELLO_TIMEOUT)
             actions.append(Close(link.peer, CloseCode.POLICY_VIOLATION, "no HELLO in time"))
             return
+        if now >= link.expiry_at:
+            self._expire_routes(link, now, actions)
+        if link.state is _READY:
+            self._keepalive(link, now, actions)
+        self.timers.arm(link)
+
+    def _keepalive(self, link: AgentLink, now: float, actions: list[HubAction]) -> None:
         if link.pong_deadline is not None and now >= link.pong_deadline:
             link.pong_deadline = None
-            link.ping_at = float("inf")
-            self._observe("pong_timeout", conn=link.connection_id, session=link.session_id)
+            link.ping_at = NEVER
+            actions.append(
+                Record("pong_timeout", {"conn": link.connection_id, "session": link.session_id})
+            )
             link.hub_closed = True
             actions.append(Close(link.peer, CloseCode.GOING_AWAY, "no PONG in time"))
             return
@@ -341,19 +426,34 @@ class HubCore:
             link.ping_at = now + self.config.ping_interval
             link.pong_deadline = now + self.config.pong_timeout
             actions.append(Send(link.peer, self._frame(MessageType.PING, Empty(), link.ping_id)))
-        self.timers.arm(link)
+
+    def _target_timer(self, target: Target, now: float, actions: list[HubAction]) -> None:
+        if target.owner is None and target.hold_until is not None and now >= target.hold_until:
+            self._hold_expired(target, actions)
+        if now >= target.deferred_at:
+            self._undefer(target, now)
+        if now >= target.queue_deadline:
+            if target.owner is not None:
+                self._expire_queue(target, now, actions)
+            else:  # while no agent owns it, the hold bounds the wait
+                target.queue_deadline = NEVER
+        owner = target.owner
+        if owner is not None and owner.state is _READY and target.queue:
+            self._pump(target, actions)
+        self.timers.arm(target)
 
     def _hold_expired(self, target: Target, actions: list[HubAction]) -> None:
         """The lost agent did not come back in time: give up what was held."""
         target.hold_until = None
         target.reserved_for = None
         target.restoring = False
-        self._observe("hold_expired", session=target.key, held=len(target.queue))
+        actions.append(Record("hold_expired", {"session": target.key, "held": len(target.queue)}))
+        self._undefer_all(target)
         self._drain_queue(target, actions)
 
     # === internals: handshake ==============================================
 
-    def _agent_hello(self, link: AgentLink, data: bytes) -> list[HubAction]:
+    def _agent_hello(self, link: AgentLink, data: bytes) -> Actions:
         try:
             envelope = decode_envelope(data)
             if envelope.type != MessageType.HELLO:
@@ -365,57 +465,74 @@ class HubCore:
             hello = decode_payload(envelope, MessageType.HELLO)
         except WireError as exc:
             exc.fatal = True
-            link.state = AgentState.DETACHED
-            return [
+            advance(link, AgentEvent.REFUSED)
+            return (
                 Send(link.peer, self._error_frame(exc.request_id, exc)),
                 Close(link.peer, CloseCode.PROTOCOL_ERROR, exc.code),
-            ]
+            )
         assert isinstance(hello, Hello)
         link.machine_id = hello.machine_id
-        self._observe(
-            "hello",
-            conn=link.connection_id,
-            session=link.session_id,
-            machine=hello.machine_id,
-            version=hello.protocol_version,
-        )
+        link.allowed_root = hello.allowed_root if link.session_id is not None else None
+        actions: list[HubAction] = [
+            Record(
+                "hello",
+                {
+                    "conn": link.connection_id,
+                    "session": link.session_id,
+                    "machine": hello.machine_id,
+                    "version": hello.protocol_version,
+                },
+            )
+        ]
         answer = answer_hello(
             hello, config=self.config, session_id=link.session_id, connection_id=link.connection_id
         )
         if not isinstance(answer, Accepted):
-            link.state = AgentState.DETACHED
-            actions: list[HubAction] = []
+            advance(link, AgentEvent.REFUSED)
             if answer.error is not None:
                 actions.append(Send(link.peer, self._error_frame(envelope.id, answer.error)))
             actions.append(Close(link.peer, answer.code, answer.reason))
-            self._observe(
-                "refused", conn=link.connection_id, code=answer.code, reason=answer.reason
+            actions.append(
+                Record(
+                    "refused",
+                    {"conn": link.connection_id, "code": answer.code, "reason": answer.reason},
+                )
             )
             return actions
-        actions = []
         target = self._claim(link, actions)
         if target is None:
             return actions
         link.target = target
         link.version = answer.version
         link.granted = frozenset(answer.ack.granted_capabilities)
-        link.capacity = answer.ack.max_concurrent
-        link.state = AgentState.READY
+        link.capacity = link.limit = answer.ack.max_concurrent
+        advance(link, AgentEvent.HELLO_ACCEPTED)
         link.hello_deadline = None
-        link.ping_at = self.clock.monotonic() + self.config.ping_interval
+        now = self.clock.monotonic()
+        link.ping_at = now + self.config.ping_interval
         self.timers.arm(link)
         actions.append(Send(link.peer, self._frame(MessageType.HELLO_ACK, answer.ack, envelope.id)))
-        self._observe(
-            "ack",
-            conn=link.connection_id,
-            session=link.session_id,
-            machine=link.machine_id,
-            control=link.session_id is None,
+        actions.append(
+            Record(
+                "ack",
+                {
+                    "conn": link.connection_id,
+                    "session": link.session_id,
+                    "machine": link.machine_id,
+                    "control": link.session_id is None,
+                },
+            )
         )
-        if target.kind == "session":
+        if target.is_session:
             target.machine_id = link.machine_id
             target.hold_until = None
             target.restoring = False
+        # Held requests waited for an agent, not for a slot: their wait for
+        # a slot starts now.
+        for route in target.queue:
+            route.queued_at = now
+        target.queue_deadline = now + self._request_timeout if target.queue else NEVER
+        self.timers.arm(target)
         self._pump(target, actions)
         return actions
 
@@ -431,37 +548,60 @@ class HubCore:
                     separators=(",", ":"),
                 )
                 actions.append(Close(old.peer, CloseCode.SESSION_TAKEN_OVER, reason))
-                old.state = AgentState.DETACHED
+                advance(old, AgentEvent.EVICTED)
                 old.hub_closed = True
                 self._fail_routes(old, actions)
-                self._observe(
-                    "takeover",
-                    machine=link.machine_id,
-                    old=old.connection_id,
-                    new=link.connection_id,
-                    control=True,
-                    silent=False,
+                actions.append(
+                    Record(
+                        "takeover",
+                        {
+                            "machine": link.machine_id,
+                            "old": old.connection_id,
+                            "new": link.connection_id,
+                            "control": True,
+                            "silent": False,
+                        },
+                    )
                 )
             target.owner = link
             return target
         target = self._session(link.session_id, link.user)
+        if target.revoked:
+            # Admission refuses revoked sessions; this covers a revocation
+            # between the upgrade and the HELLO.
+            advance(link, AgentEvent.REFUSED)
+            actions.append(Send(link.peer, self._revocation("user_revoked")))
+            actions.append(
+                Close(link.peer, CloseCode.SESSION_REVOKED, json.dumps({"reason": "user_revoked"}))
+            )
+            actions.append(
+                Record(
+                    "refused",
+                    {"conn": link.connection_id, "code": 4428, "reason": "session revoked"},
+                )
+            )
+            return None
         old = target.owner
         holder = old.machine_id if old is not None else self._reservation(target)
         decision = decide(self.config.ownership, holder, link.machine_id)
         if decision.verdict is Verdict.REJECT:
-            link.state = AgentState.DETACHED
+            advance(link, AgentEvent.REFUSED)
             reason = json.dumps(
                 {"error": "SESSION_TAKEN_OVER", "detail": "owned by another machine"},
                 separators=(",", ":"),
             )
             actions.append(Close(link.peer, CloseCode.SESSION_TAKEN_OVER, reason))
-            self._observe(
-                "takeover_rejected",
-                conn=link.connection_id,
-                session=target.key,
-                machine=link.machine_id,
-                owner=old.connection_id if old is not None else None,
-                reserved_for=holder if old is None else None,
+            actions.append(
+                Record(
+                    "takeover_rejected",
+                    {
+                        "conn": link.connection_id,
+                        "session": target.key,
+                        "machine": link.machine_id,
+                        "owner": old.connection_id if old is not None else None,
+                        "reserved_for": holder if old is None else None,
+                    },
+                )
             )
             return None
         if old is not None:
@@ -478,17 +618,22 @@ class HubCore:
                     separators=(",", ":"),
                 )
                 actions.append(Close(old.peer, CloseCode.SESSION_TAKEN_OVER, reason))
-                old.state = AgentState.DETACHED
+                advance(old, AgentEvent.EVICTED)
                 old.hub_closed = True
                 # What the old connection held goes to the new owner when safe.
+                self._undefer_all(target)
                 self._requeue_or_fail(old, target, actions)
-            self._observe(
-                "takeover",
-                session=target.key,
-                old=old.connection_id,
-                new=link.connection_id,
-                machine=link.machine_id,
-                silent=decision.verdict is Verdict.REPLACE_SILENTLY,
+            actions.append(
+                Record(
+                    "takeover",
+                    {
+                        "session": target.key,
+                        "old": old.connection_id,
+                        "new": link.connection_id,
+                        "machine": link.machine_id,
+                        "silent": decision.verdict is Verdict.REPLACE_SILENTLY,
+                    },
+                )
             )
         target.owner = link
         target.reserved_for = None
@@ -505,9 +650,10 @@ class HubCore:
     # === internals: targets ================================================
 
     def _session(self, session_id: str, user: str) -> Target:
-        target = self.sessions.get(session_id)
+        key = (user, session_id)
+        target = self.sessions.get(key)
         if target is None:
-            target = self.sessions[session_id] = Target(session_id, "session", user)
+            target = self.sessions[key] = Target(session_id, "session", user)
         return target
 
     def _machine(self, user: str, machine_id: str) -> Target:
@@ -516,14 +662,6 @@ class HubCore:
         if target is None:
             target = self.machines[key] = Target(machine_id, "machine", user)
         return target
-
-    def _session_allowed(self, user: str, envelope: Envelope) -> bool:
-        """Control requests name a session; it must be one the user may use."""
-        try:
-            session_id = _session_ref.decode(envelope.payload).session_id
-        except msgspec.MsgspecError:
-            return True  # the agent answers INVALID_MESSAGE with the details
-        return not session_id or self._authority(user, session_id)
 
     def _holding(self, target: Target, actions: list[HubAction]) -> bool:
         """Whether requests for an agent-less session are held (and maybe
@@ -534,7 +672,7 @@ class HubCore:
         if not self.config.auto_restore or target.root_grant is None or target.restoring:
             return target.restoring
         control = self.machines.get((target.user, target.machine_id or ""))
-        if control is None or control.owner is None or control.owner.state is not AgentState.READY:
+        if control is None or control.owner is None or control.owner.state is not _READY:
             return False
         restore = RestoreSession(session_id=target.key, root_grant=target.root_grant)
         envelope = Envelope(
@@ -546,33 +684,87 @@ class HubCore:
         target.restoring = True
         target.hold_until = now + self.config.retry_window
         self.timers.arm(target)
-        self._observe("auto_restore", session=target.key, machine=target.machine_id)
+        actions.append(
+            Record("auto_restore", {"session": target.key, "machine": target.machine_id})
+        )
         if control.owner.free_slots > 0 and not control.queue:
             actions.append(self._issue(control.owner, route))
         else:
-            control.queue.append(route)
+            self._append(control, route)
         return True
+
+    def _session_info(self, client: ClientLink, request_id: str, owner: AgentLink | None) -> Send:
+        info = SessionInfo(
+            session_id=client.target.key,
+            allowed_root=owner.allowed_root if owner is not None else None,
+            machine_id=owner.machine_id if owner is not None else None,
+            connection_id=owner.connection_id if owner is not None else None,
+        )
+        client.inflight.pop(request_id, None)
+        return Send(
+            client.peer,
+            encode_message(
+                SESSION_INFO_RESPONSE,
+                request_id,
+                info,
+                ts=self.clock.time(),
+                version=self.config.protocol_version,
+            ),
+        )
 
     # === internals: relay ==================================================
 
-    def _enqueue(self, target: Target, route: Route) -> list[HubAction]:
+    def _enqueue(self, target: Target, route: Route) -> Actions:
         client = route.client
         assert client is not None
         if len(target.queue) >= self.config.queue_limit:
             error = ProtocolError(
                 ErrorCode.SHIM_OVERLOADED,
-                f"agent has no free slot and {self.config.queue_limit} requests are queued",
+                f"agent has no free slot and {self.config.queue_limit} requests are queued; "
+                "not sent",
             )
-            return [Send(client.peer, self._error_frame(route.client_id, error))]
+            return (Send(client.peer, self._error_frame(route.client_id, error)),)
         client.inflight[route.client_id] = route
+        self._append(target, route)
+        return NO_ACTIONS
+
+    def _append(self, target: Target, route: Route) -> None:
+        now = self.clock.monotonic()
+        route.queued_at = now
         target.queue.append(route)
-        return _NO_ACTIONS
+        deadline = now + self._request_timeout
+        if deadline < target.queue_deadline:
+            target.queue_deadline = deadline
+            self.timers.arm(target)
 
     def _issue(self, owner: AgentLink, route: Route) -> Send:
+        """Send `route` to `owner` under a hub id, with the negotiated version."""
         hub_id = route.client_id if self._shared_ids else f"h{next(self._ids)}"
+        data = reframe(route.envelope, hub_id, owner.version, self.clock.time)
+        client = route.client
+        if len(data) > FRAME_LIMIT_BYTES and client is not None:
+            # Re-framing grew it (a shorter client id): refuse it here rather
+            # than have the agent's transport close on it.
+            client.inflight.pop(route.client_id, None)
+            error = ProtocolError(
+                ExtensionCode.FRAME_TOO_LARGE,
+                f"{route.kind} would be {len(data)} bytes as relayed, over the "
+                f"{FRAME_LIMIT_BYTES}-byte frame limit; not sent",
+            )
+            return Send(client.peer, self._error_frame(route.client_id, error))
         route.hub_id = hub_id
         owner.routes[hub_id] = route
-        return Send(owner.peer, reframe(route.envelope, hub_id, owner.version, self.clock.time))
+        kind = route.kind
+        budget = (
+            self._request_timeout
+            if kind != _EXECUTE
+            else answer_budget(self.config, kind, route.envelope.payload)
+        )
+        deadline = route.deadline = self._monotonic() + budget
+        if deadline < owner.expiry_at:
+            owner.expiry_at = deadline
+            self.timers.arm(owner)
+        return Send(owner.peer, data)
 
     def _pump(self, target: Target, actions: list[HubAction]) -> None:
         """Issue queued requests while the owner has free slots."""
@@ -580,16 +772,30 @@ class HubCore:
         queue = target.queue
         while queue and owner is not None and owner.free_slots > 0:
             route = queue.popleft()
-            if route.attempts:
-                self._observe("retry", session=target.key, kind=route.kind, attempt=route.attempts)
+            client = route.client
+            if route.kind == SESSION_INFO_REQUEST and client is not None:
+                actions.append(self._session_info(client, route.client_id, owner))
+                continue
+            if route.attempts or route.refusals:
+                actions.append(
+                    Record(
+                        "retry",
+                        {
+                            "session": target.key,
+                            "kind": route.kind,
+                            "attempt": route.attempts,
+                            "refusals": route.refusals,
+                        },
+                    )
+                )
             actions.append(self._issue(owner, route))
 
-    def _agent_answer(self, link: AgentLink, data: bytes) -> list[HubAction]:
+    def _agent_answer(self, link: AgentLink, data: bytes) -> Actions:
         try:
             envelope = decode_envelope(data)
         except WireError as exc:
             log.warning("agent %s sent a bad frame: %s", link.connection_id, exc)
-            return _NO_ACTIONS
+            return NO_ACTIONS
         frame_version = envelope.version
         if (
             frame_version is not None
@@ -597,114 +803,303 @@ class HubCore:
             and not same_major(frame_version, ProtocolVersion.parse(link.version))
         ):
             log.error("agent %s sent version %s; closing", link.connection_id, frame_version)
-            return [Close(link.peer, CloseCode.PROTOCOL_VERSION_MISMATCH, "frame major mismatch")]
+            return (Close(link.peer, CloseCode.PROTOCOL_VERSION_MISMATCH, "frame major mismatch"),)
         routes = link.routes
         route = routes.get(envelope.id) if envelope.id else None  # type: ignore[arg-type]
         if route is None:
             return self._agent_unsolicited(link, envelope)
         kind = envelope.type
+        allowed = _ANSWERS.get(route.kind)
+        if allowed is not None and kind not in allowed:
+            return self._wrong_answer(link, route, envelope)
         terminal = kind not in _STREAMING
         actions: list[HubAction] = []
         if terminal:
             del routes[envelope.id]  # type: ignore[arg-type]
             free = envelope.pending_capacity
-            # The agent's in-flight count is at most ours, so free + ours
-            # bounds its limit from above: never believe more than that.
-            if free is not None and free + len(routes) < link.capacity:
-                link.capacity = free + len(routes)
+            if free is not None:  # capacity_from, inline: this is the hot path
+                estimate = free + len(routes)
+                limit = link.limit
+                link.capacity = estimate if estimate < limit else limit
             if kind == _ERROR and self._refused_unrun(link, route, envelope, actions):
                 return actions
+        else:
+            route.deadline = self._monotonic() + self._request_timeout
         client = route.client
         if client is None:
             self._hub_answer(link, route, envelope, actions)
         elif not client.closed:
             if terminal:
                 client.inflight.pop(route.client_id, None)
-            data = reframe(envelope, route.client_id, link.version, self.clock.time)
-            actions.append(Send(client.peer, data))
+            out = reframe(envelope, route.client_id, link.version, self.clock.time)
+            if len(out) > FRAME_LIMIT_BYTES:
+                out = self._error_frame(route.client_id, _answer_too_large(route, len(out)))
+            actions.append(Send(client.peer, out))
         if terminal:
             if link.session_id is None:
-                self._learn_grant(link, kind, envelope)
+                self._learn_grant(link, kind, envelope, actions)
             target = link.target
             if target is not None and target.queue and link.state is _READY:
                 self._pump(target, actions)
         return actions
 
+    def _wrong_answer(self, link: AgentLink, route: Route, envelope: Envelope) -> Actions:
+        """An answer its request does not allow: the client gets a typed error
+        instead, and the request is over (the agent considers it answered)."""
+        del link.routes[route.hub_id]
+        free = envelope.pending_capacity
+        if free is not None:
+            link.capacity = capacity_from(link.limit, free, len(link.routes))
+        actions: list[HubAction] = [
+            Record(
+                "wrong_answer",
+                {"conn": link.connection_id, "request": route.kind, "answer": envelope.type},
+            )
+        ]
+        client = route.client
+        if client is None:
+            self._hub_answer(link, route, envelope, actions, failed=True)
+        elif not client.closed:
+            client.inflight.pop(route.client_id, None)
+            error = ProtocolError(
+                ExtensionCode.UNEXPECTED_ANSWER_TYPE,
+                f"the agent answered {route.kind} with {envelope.type}",
+                details={"request": route.kind, "answer": envelope.type},
+            )
+            actions.append(Send(client.peer, self._error_frame(route.client_id, error)))
+        target = link.target
+        if target is not None and target.queue and link.state is _READY:
+            self._pump(target, actions)
+        return actions
+
     def _refused_unrun(
         self, link: AgentLink, route: Route, envelope: Envelope, actions: list[HubAction]
     ) -> bool:
-        """SHIM_OVERLOADED means the agent ran nothing: queue it again, first."""
+        """SHIM_OVERLOADED means the agent ran nothing: send it again after a
+        back-off, a bounded number of times, then let the client have the refusal."""
         try:
             code = _error_code.decode(envelope.payload).code
-        except msgspec.MsgspecError:
+        except (msgspec.MsgspecError, RecursionError):
             return False
         if code != ErrorCode.SHIM_OVERLOADED:
             return False
         target = link.target
-        if target is None or route.attempts >= 8 or link.state is not AgentState.READY:
+        if target is None or link.state is not _READY:
             return False
-        route.attempts += 1
-        link.capacity = max(len(link.routes), 1)
-        target.queue.appendleft(route)
-        self._observe("overloaded_requeue", conn=link.connection_id, kind=route.kind)
-        self._pump(target, actions)
+        route.refusals += 1
+        delay = overload_delay(self.config, route.refusals)
+        if delay is None:
+            actions.append(
+                Record("overloaded_given_up", {"conn": link.connection_id, "kind": route.kind})
+            )
+            return False
+        route.not_before = self.clock.monotonic() + delay
+        target.deferred.append(route)
+        if route.not_before < target.deferred_at:
+            target.deferred_at = route.not_before
+            self.timers.arm(target)
+        actions.append(
+            Record(
+                "overloaded_requeue",
+                {
+                    "conn": link.connection_id,
+                    "kind": route.kind,
+                    "refusals": route.refusals,
+                    "delay": delay,
+                },
+            )
+        )
         return True
 
+    def _undefer(self, target: Target, now: float) -> None:
+        """Deferred requests whose back-off is over go to the front of the queue."""
+        due = [r for r in target.deferred if r.not_before <= now]
+        target.deferred = [r for r in target.deferred if r.not_before > now]
+        target.deferred_at = min((r.not_before for r in target.deferred), default=NEVER)
+        if due:
+            target.queue_deadline = min(target.queue_deadline, now + self._request_timeout)
+            for route in due:
+                route.queued_at = now
+            target.queue.extendleft(reversed(due))
+
+    def _undefer_all(self, target: Target) -> None:
+        """The agent is gone: deferred requests wait with the queue (they never ran)."""
+        if target.deferred:
+            target.queue.extendleft(reversed(target.deferred))
+            target.deferred = []
+            target.deferred_at = NEVER
+
     def _hub_answer(
-        self, link: AgentLink, route: Route, envelope: Envelope, actions: list[HubAction]
+        self,
+        link: AgentLink,
+        route: Route,
+        envelope: Envelope | None,
+        actions: list[HubAction],
+        *,
+        failed: bool = False,
     ) -> None:
         """The answer to a request the hub itself sent (a transparent restore)."""
-        target = self.sessions.get(route.client_id)
+        target = self.sessions.get((link.user, route.client_id))
         if target is None:
             return
         target.restoring = False
-        if envelope.type == MessageType.ERROR:
-            self._observe("auto_restore_failed", session=target.key)
+        if failed or envelope is None or envelope.type == MessageType.ERROR:
+            actions.append(Record("auto_restore_failed", {"session": target.key}))
             if target.owner is None:
                 target.hold_until = None
+                self._undefer_all(target)
                 self._drain_queue(target, actions)
 
-    def _learn_grant(self, link: AgentLink, kind: str, envelope: Envelope) -> None:
+    def _learn_grant(
+        self, link: AgentLink, kind: str, envelope: Envelope, actions: list[HubAction]
+    ) -> None:
         if kind not in (MessageType.SESSION_ATTACHED, MessageType.SESSION_RESTORED):
             return
         try:
             answer = _grant_answer.decode(envelope.payload)
-        except msgspec.MsgspecError:
+        except (msgspec.MsgspecError, RecursionError):
             return
         if not answer.session_id or not answer.root_grant:
             return
         self.remember_grant(link.user, answer.session_id, link.machine_id, answer.root_grant)
-        if self._on_grant is not None:
-            self._on_grant(answer.session_id, link.machine_id, answer.root_grant)
+        actions.append(
+            Persist(RootGrant(link.user, answer.session_id, link.machine_id, answer.root_grant))
+        )
 
-    def _agent_unsolicited(self, link: AgentLink, envelope: Envelope) -> list[HubAction]:
+    def _agent_unsolicited(self, link: AgentLink, envelope: Envelope) -> Actions:
         kind = envelope.type
         if kind == MessageType.PONG:
             if envelope.id == link.ping_id:
                 link.pong_deadline = None
                 link.ping_id = None
                 self.timers.arm(link)  # the next PING is now the earliest deadline
-            return _NO_ACTIONS
+            return NO_ACTIONS
         if kind == MessageType.STATUS:
-            try:
-                status = decode_payload(envelope, MessageType.STATUS)
-            except WireError:
-                return _NO_ACTIONS
-            assert isinstance(status, Status)
-            link.capacity = status.max_concurrent
-            self._observe(
-                "status",
-                conn=link.connection_id,
-                session=link.session_id,
-                in_flight=status.in_flight,
-                max_concurrent=status.max_concurrent,
+            return self._status(link, envelope)
+        actions: list[HubAction] = []
+        late = link.abandoned.pop(envelope.id, None) if envelope.id else None
+        if late is not None:
+            # An answer after its deadline: the client was told already. Its
+            # pending_capacity still says how busy the agent is.
+            free = envelope.pending_capacity
+            if free is not None:
+                link.capacity = capacity_from(link.limit, free, len(link.routes))
+            actions.append(
+                Record(
+                    "late_answer",
+                    {"conn": link.connection_id, "kind": kind, "request": late, "id": envelope.id},
+                )
             )
-            actions: list[HubAction] = []
-            if link.state is AgentState.READY and link.target is not None:
-                self._pump(link.target, actions)
+            target = link.target
+            if target is not None and target.queue and link.state is _READY:
+                self._pump(target, actions)
             return actions
         log.debug("agent %s sent unsolicited %s", link.connection_id, kind)
-        return _NO_ACTIONS
+        return NO_ACTIONS
+
+    def _status(self, link: AgentLink, envelope: Envelope) -> Actions:
+        """STATUS is advisory: it sets the ceiling the agent itself reports."""
+        try:
+            status = decode_payload(envelope, MessageType.STATUS)
+        except WireError:
+            return NO_ACTIONS
+        assert isinstance(status, Status)
+        granted = self.config.max_concurrent
+        if status.max_concurrent > 0:
+            link.limit = min(status.max_concurrent, granted)
+        free = envelope.pending_capacity
+        if free is not None:
+            link.capacity = capacity_from(link.limit, free, len(link.routes))
+        else:
+            link.capacity = link.limit
+        actions: list[HubAction] = [
+            Record(
+                "status",
+                {
+                    "conn": link.connection_id,
+                    "session": link.session_id,
+                    "in_flight": status.in_flight,
+                    "max_concurrent": status.max_concurrent,
+                },
+            )
+        ]
+        if link.state is _READY and link.target is not None:
+            self._pump(link.target, actions)
+        return actions
+
+    # === internals: deadlines ==============================================
+
+    def _expire_routes(self, link: AgentLink, now: float, actions: list[HubAction]) -> None:
+        """Requests past their deadline: the client hears so, the slot is free."""
+        earliest = NEVER
+        for hub_id, route in list(link.routes.items()):
+            if route.deadline <= now:
+                del link.routes[hub_id]
+                link.abandoned[hub_id] = route.kind
+                if len(link.abandoned) > _ABANDONED_KEPT:
+                    del link.abandoned[next(iter(link.abandoned))]
+                self._answer_timeout(link, route, actions)
+            elif route.deadline < earliest:
+                earliest = route.deadline
+        link.expiry_at = earliest
+        target = link.target
+        if target is not None and target.queue and link.state is _READY:
+            self._pump(target, actions)
+
+    def _answer_timeout(self, link: AgentLink, route: Route, actions: list[HubAction]) -> None:
+        waited = round(self._budget_of(route), 3)
+        actions.append(
+            Record(
+                "request_timeout",
+                {"conn": link.connection_id, "kind": route.kind, "deadline": waited},
+            )
+        )
+        client = route.client
+        if client is None:
+            self._hub_answer(link, route, None, actions, failed=True)
+            return
+        if client.closed:
+            return
+        client.inflight.pop(route.client_id, None)
+        idempotent = catalog.is_idempotent(route.kind)
+        error = ProtocolError(
+            ExtensionCode.AGENT_TIMEOUT,
+            f"the agent did not answer {route.kind} within {waited:g} s; "
+            + ("it may still run" if not idempotent else "it is safe to ask again"),
+            details={"kind": route.kind, "idempotent": idempotent, "deadline_seconds": waited},
+        )
+        actions.append(Send(client.peer, self._error_frame(route.client_id, error)))
+
+    def _budget_of(self, route: Route) -> float:
+        if route.kind != _EXECUTE:
+            return self._request_timeout
+        return answer_budget(self.config, route.kind, route.envelope.payload)
+
+    def _expire_queue(self, target: Target, now: float, actions: list[HubAction]) -> None:
+        """Requests that waited `request_timeout` for a slot are answered: not sent."""
+        limit = now - self._request_timeout
+        kept = type(target.queue)()
+        for route in target.queue:
+            if route.queued_at > limit:
+                kept.append(route)
+                continue
+            client = route.client
+            if client is None or client.closed:
+                continue
+            if route.may_have_run:
+                self._answer_lost(route, actions)
+                continue
+            client.inflight.pop(route.client_id, None)
+            error = ProtocolError(
+                ErrorCode.SHIM_OVERLOADED,
+                f"{route.kind} waited {self._request_timeout:g} s for a free slot on the "
+                "agent; not sent",
+            )
+            actions.append(Send(client.peer, self._error_frame(route.client_id, error)))
+        target.queue = kept
+        target.queue_deadline = (
+            min(r.queued_at for r in kept) + self._request_timeout if kept else NEVER
+        )
 
     # === internals: failure ================================================
 
@@ -718,6 +1113,7 @@ class HubCore:
             client = route.client
             if client is None or client.closed:
                 continue
+            route.may_have_run = True
             if can_retry(route, everything=self._retry_everything):
                 retry.append(prepare_retry(route))
             else:
@@ -733,6 +1129,7 @@ class HubCore:
             link.routes.clear()  # the orphan_on_disconnect defect
             return
         for route in link.routes.values():
+            route.may_have_run = True
             self._answer_lost(route, actions)
         link.routes.clear()
 
@@ -750,7 +1147,9 @@ class HubCore:
                 details=details,
             )
         else:
-            self._observe("outcome_unknown", session=client.target.key, kind=route.kind)
+            actions.append(
+                Record("outcome_unknown", {"session": client.target.key, "kind": route.kind})
+            )
             error = ProtocolError(
                 ExtensionCode.OUTCOME_UNKNOWN,
                 f"the agent disconnected with {route.kind} in flight; it may or may not "
@@ -760,19 +1159,24 @@ class HubCore:
         actions.append(Send(client.peer, self._error_frame(route.client_id, error)))
 
     def _drain_queue(self, target: Target, actions: list[HubAction]) -> None:
+        """No agent will serve what waits: each request hears whether it may have run."""
         while target.queue:
             route = target.queue.popleft()
             client = route.client
             if client is None or client.closed:
                 continue
-            if route.attempts:
+            if route.may_have_run:
                 self._answer_lost(route, actions)
                 continue
             client.inflight.pop(route.client_id, None)
-            error = ProtocolError(
-                ExtensionCode.AGENT_NOT_CONNECTED,
-                f"no agent served {target.kind} {target.key} in time; {route.kind} was not sent",
-            )
+            if target.revoked:
+                error = _revoked(target)
+            else:
+                error = ProtocolError(
+                    ExtensionCode.AGENT_NOT_CONNECTED,
+                    f"no agent served {target.kind} {target.key} in time; "
+                    f"{route.kind} was not sent",
+                )
             actions.append(Send(client.peer, self._error_frame(route.client_id, error)))
 
     # === internals: encoding ===============================================
@@ -786,6 +1190,9 @@ class HubCore:
             version=self.config.protocol_version,
         )
 
+    def _revocation(self, reason: str) -> bytes:
+        return self._frame(MessageType.SESSION_REVOKED, SessionRevoked(reason=reason))
+
     def _error_frame(self, request_id: str | None, error: ProtocolError) -> bytes:
         payload = ErrorPayload(
             code=error.code, message=error.message, fatal=error.fatal, details=error.details
@@ -797,6 +1204,29 @@ class HubCore:
             ts=self.clock.time(),
             version=self.config.protocol_version,
         )
+
+
+def _named_session(envelope: Envelope) -> str:
+    """The session a control request names ("" when none, or unreadable:
+    the agent then answers INVALID_MESSAGE with the details)."""
+    try:
+        return _session_ref.decode(envelope.payload).session_id
+    except (msgspec.MsgspecError, RecursionError):
+        return ""
+
+
+def _revoked(target: Target) -> ProtocolError:
+    return ProtocolError(
+        ExtensionCode.SESSION_REVOKED, f"session {target.key} was revoked; nothing is relayed"
+    )
+
+
+def _answer_too_large(route: Route, size: int) -> ProtocolError:
+    return ProtocolError(
+        ExtensionCode.FRAME_TOO_LARGE,
+        f"the agent's answer to {route.kind} would be {size} bytes as relayed, over the "
+        f"{FRAME_LIMIT_BYTES}-byte frame limit; read it in smaller ranges",
+    )
 
 
 def _not_relayable(envelope: Envelope, target_kind: str) -> ProtocolError:

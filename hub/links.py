@@ -4,20 +4,14 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from enum import Enum, auto
 from typing import Any
 
+from tetherbed.hub.agent_states import AgentState
 from tetherbed.wire import catalog
 from tetherbed.wire.envelope import Envelope
 from tetherbed.wire.version import CURRENT_TEXT
 
-
-class AgentState(Enum):
-    AWAITING_HELLO = auto()
-    READY = auto()
-    #: Taken over or refused: no longer routed to, waiting for its socket to close.
-    DETACHED = auto()
-    CLOSED = auto()
+NEVER = float("inf")
 
 
 @dataclass(eq=False, slots=True)
@@ -46,6 +40,15 @@ class Target:
     root_grant: str | None = None
     #: A RESTORE_SESSION the hub sent on its own is in flight.
     restoring: bool = False
+    #: The user revoked the session: no agent, no request, ever again.
+    revoked: bool = False
+    #: Requests the agent refused with SHIM_OVERLOADED, waiting out their backoff.
+    deferred: list[Route] = field(default_factory=list)
+    #: When the earliest deferred request may go again.
+    deferred_at: float = NEVER
+    #: When the oldest queued request has waited for a slot long enough (only
+    #: while an agent owns the target; while none does, the hold bounds it).
+    queue_deadline: float = NEVER
     #: The request types a client may send here (derived from `kind`).
     allowed: frozenset[str] = frozenset()
     is_session: bool = False
@@ -77,6 +80,17 @@ class Route:
     hub_id: str = ""
     #: How many times it was re-issued after its connection died.
     attempts: int = 0
+    #: How many times the agent refused it with SHIM_OVERLOADED (it ran nothing).
+    refusals: int = 0
+    #: Some attempt reached an agent that then vanished without answering:
+    #: it may have run. A refusal never sets this, and nothing clears it.
+    may_have_run: bool = False
+    #: While issued: when the hub stops waiting for the answer.
+    deadline: float = NEVER
+    #: While deferred: not before this time.
+    not_before: float = 0.0
+    #: When it entered the queue (for the wait-for-a-slot bound).
+    queued_at: float = 0.0
 
 
 @dataclass(eq=False, slots=True)
@@ -89,12 +103,22 @@ class AgentLink:
     machine_id: str = ""
     version: str = CURRENT_TEXT
     granted: frozenset[str] = frozenset()
+    #: The root the agent serves, from its HELLO (None on control connections).
+    allowed_root: str | None = None
     #: The session or machine this connection serves once READY.
     target: Target | None = None
-    #: The agent's effective max_concurrent as the hub best knows it.
+    #: How many requests may be outstanding on it as the hub best knows now.
     capacity: int = 0
+    #: The most it may ever be: HELLO_ACK's max_concurrent, lowered by the
+    #: agent's own STATUS.max_concurrent.
+    limit: int = 0
     #: hub request id → route, for requests sent and not yet answered.
     routes: dict[str, Route] = field(default_factory=dict)
+    #: hub id → request type of requests given up at their deadline, so that a
+    #: late answer is recognised (bounded; the oldest are forgotten).
+    abandoned: dict[str, str] = field(default_factory=dict)
+    #: No route's deadline is earlier than this (it may be stale-early).
+    expiry_at: float = NEVER
     ping_id: str | None = None
     ping_at: float = 0.0
     pong_deadline: float | None = None

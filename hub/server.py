@@ -2,7 +2,9 @@
 
 Authentication and the SQLite lookups happen here, before an upgrade is
 accepted, so a refused peer never gets to send a payload. Everything after the
-upgrade is decided by `HubCore`; this module moves frames and timers.
+upgrade is decided by `HubCore`; this module moves frames and timers. Every
+peer has its own outbox and writer task (hub/outbox.py), so a read loop never
+waits for anyone but its own peer.
 """
 
 from __future__ import annotations
@@ -13,24 +15,50 @@ import functools
 import logging
 import os
 import signal
+import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from tetherbed.hub.actions import Close, HubAction, Send
+from tetherbed.hub.actions import Actions, Close, Send
 from tetherbed.hub.admission import Refusal, admit_agent, admit_client, bearer_token
 from tetherbed.hub.config import HubConfig
 from tetherbed.hub.core import HubCore
+from tetherbed.hub.driver import ActionRunner
 from tetherbed.hub.dsh.server import mount_dsh_computers
 from tetherbed.hub.links import ClientLink
+from tetherbed.hub.outbox import Outbox, Outboxes
 from tetherbed.hub.store import HubStore
 from tetherbed.hub.timer_driver import CoreTimer
 from tetherbed.runtime.clock import SystemClock
 from tetherbed.runtime.event_log import EventLog, EventSink
-from tetherbed.wire.codes import CloseCode
+from tetherbed.wire.codes import CloseCode, ExtensionCode
 from tetherbed.wire.limits import FRAME_LIMIT_BYTES
+
+#: aiohttp refuses a message of `max_msg_size` bytes or more, the spec allows
+#: one of exactly FRAME_LIMIT_BYTES: one more byte gives the spec's limit.
+AIOHTTP_MAX_MSG_SIZE = FRAME_LIMIT_BYTES + 1
+#: Frames are written directly while the transport buffers less than this;
+#: beyond it they queue and aiohttp's writer waits for the drain (its own limit).
+WRITE_BUFFER_HIGH = 64 * 1024
+#: A payload this large is written after its header, not copied onto it.
+SEPARATE_HEADER_ABOVE = 16 * 1024
+
+
+_HEADER_16 = struct.Struct("!BBH").pack
+_HEADER_64 = struct.Struct("!BBQ").pack
+
+
+def text_frame_header(length: int) -> bytes:
+    """RFC 6455 header of one unmasked, final text frame (server to client)."""
+    if length < 126:
+        return bytes((0x81, length))
+    if length < 65536:
+        return _HEADER_16(0x81, 126, length)
+    return _HEADER_64(0x81, 127, length)
+
 
 log = logging.getLogger("tetherbed.hub")
 
@@ -52,15 +80,16 @@ class HubServer:
     ) -> None:
         self.config = config
         self.store = store
-        self.core = HubCore(
-            config,
-            SystemClock(),
-            observer=observer,
-            authority=lambda user, session_id: store.claim_session(session_id, user),
-            on_grant=store.save_grant,
-        )
+        self.core = HubCore(config, SystemClock())
         for user, session_id, machine_id, grant in store.grants():
             self.core.remember_grant(user, session_id, machine_id, grant)
+        self._observer = observer
+        self.runner = ActionRunner(self.core, store, observer)
+        self.outboxes = Outboxes(
+            limit_bytes=config.slow_consumer_bytes,
+            stall_seconds=config.slow_consumer_seconds,
+            on_slow=self._slow_consumer,
+        )
         self.app = web.Application()
         self.app.add_routes(
             [
@@ -79,10 +108,42 @@ class HubServer:
         self.app.on_shutdown.append(self._on_shutdown)
         self.dsh = mount_dsh_computers(self.app, store, config.dsh)
         self._timer = CoreTimer(self.core, self._apply)
-        self._sockets: set[web.WebSocketResponse] = set()
-        self._closing: set[asyncio.Task[Any]] = set()
+        self._sockets: dict[web.WebSocketResponse, Outbox] = {}
+        self._runner: web.AppRunner | None = None
         #: Frames received from agents and clients (for /metrics).
         self.frames = 0
+        #: Peers closed as slow consumers (for /metrics).
+        self.slow_consumers = 0
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen on `host:port` (0: the OS picks); the address actually bound.
+
+        aiohttp's keep-alive timer also runs from the moment a connection
+        opens until its first request is complete, so it is the handshake
+        timeout: a half-open upgrade is closed after `handshake_timeout`.
+        """
+        self._runner = web.AppRunner(
+            self.app,
+            handle_signals=False,
+            access_log=None,
+            keepalive_timeout=self.config.handshake_timeout,
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            self._runner = None
+            raise CannotListen(host, port, exc) from exc
+        bound = self._runner.addresses[0] if self._runner.addresses else (host, port)
+        return str(bound[0]), int(bound[1])
+
+    async def stop(self) -> None:
+        """Graceful: agents get 4429 (see `_on_shutdown`), then every socket closes."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
 
     # --- agents ------------------------------------------------------------
 
@@ -96,13 +157,15 @@ class HubServer:
         user = admit_agent(self.store, _bearer(request), session_id)
         if isinstance(user, Refusal):
             return _refuse(user)
-        ws = await self._upgrade(request)
-        link = self.core.agent_opened(ws, user=user, session_id=session_id)
+        ws, outbox = await self._upgrade(request, "agent")
+        link, opened = self.core.agent_opened(outbox, user=user, session_id=session_id)
+        self._apply(opened)
+        self._timer.reschedule()
         try:
             await self._pump_frames(ws, functools.partial(self.core.agent_frame, link))
         finally:
-            await self._apply(self.core.agent_closed(link, ws.close_code))
-            self._sockets.discard(ws)
+            self._apply(self.core.agent_closed(link, ws.close_code))
+            self._forget(ws)
             self._timer.reschedule()
         return ws
 
@@ -113,17 +176,19 @@ class HubServer:
         user = admit_client(self.store, _bearer(request), session_id)
         if isinstance(user, Refusal):
             return _refuse(user)
-        ws = await self._upgrade(request)
-        client = self.core.client_opened(ws, user=user, session_id=session_id)
+        ws, outbox = await self._upgrade(request, "client")
+        client, opened = self.core.client_opened(outbox, user=user, session_id=session_id)
+        self._apply(opened)
         return await self._serve_client(ws, client)
 
     async def _machine_client(self, request: web.Request) -> web.StreamResponse:
         user = admit_client(self.store, _bearer(request))
         if isinstance(user, Refusal):
             return _refuse(user)
-        ws = await self._upgrade(request)
+        ws, outbox = await self._upgrade(request, "machine-client")
         machine_id = request.match_info["machine_id"]
-        client = self.core.machine_client_opened(ws, user=user, machine_id=machine_id)
+        client, opened = self.core.machine_client_opened(outbox, user=user, machine_id=machine_id)
+        self._apply(opened)
         return await self._serve_client(ws, client)
 
     async def _serve_client(
@@ -132,20 +197,21 @@ class HubServer:
         try:
             await self._pump_frames(ws, functools.partial(self.core.client_frame, client))
         finally:
-            await self._apply(self.core.client_closed(client))
-            self._sockets.discard(ws)
+            self._apply(self.core.client_closed(client))
+            self._forget(ws)
         return ws
 
     async def _pump_frames(
-        self, ws: web.WebSocketResponse, handle: Callable[[bytes], list[HubAction]]
+        self, ws: web.WebSocketResponse, handle: Callable[[bytes], Actions]
     ) -> None:
         """Feed every frame of `ws` to the core and carry out its answer.
 
-        The relay path's common case, exactly one Send, is done inline: a
-        coroutine call per frame is a measurable share of the hub's cost.
+        Nothing here waits for another peer: a Send is an append to that
+        peer's outbox. The common case, exactly one Send, is done inline.
         """
         timers = self.core.timers
         apply = self._apply
+        inline = self.runner.inline
         text, binary = WSMsgType.TEXT, WSMsgType.BINARY
         async for message in ws:
             kind = message.type
@@ -153,17 +219,25 @@ class HubServer:
                 continue
             self.frames += 1
             actions = handle(message.data)
-            if len(actions) == 1 and type(action := actions[0]) is Send:
-                peer = action.peer
-                if not peer.closed:
-                    try:
-                        await peer.send_frame(action.data, text)
-                    except (ConnectionError, RuntimeError):
-                        pass  # the peer's own loop sees the close and cleans up
+            if inline:
+                await self.runner.apply_inline(actions)
+            elif len(actions) == 1 and type(action := actions[0]) is Send:
+                action.peer.put(action.data)
             elif actions:
-                await apply(actions)
+                apply(actions)
             if timers.dirty:
                 self._timer.reschedule()
+
+    def _apply(self, actions: Actions) -> None:
+        self.runner.apply(actions)
+        if self.core.timers.dirty:
+            self._timer.reschedule()
+
+    def _slow_consumer(self, outbox: Outbox, why: dict[str, Any]) -> None:
+        self.slow_consumers += 1
+        if self._observer is not None:
+            self._observer("slow_consumer", peer=outbox.name, **why)
+        log.warning("closing slow consumer %s: %s", outbox.name, why)
 
     # --- plain HTTP --------------------------------------------------------
 
@@ -183,7 +257,7 @@ class HubServer:
             return _refuse(user)
         sessions = []
         for record in self.store.sessions_of(user):
-            live = self.core.sessions.get(record.session_id)
+            live = self.core.session_of(user, record.session_id)
             owner = live.owner if live is not None else None
             sessions.append(
                 {
@@ -191,6 +265,8 @@ class HubServer:
                     "created": record.created,
                     "connected": owner is not None,
                     "machine_id": owner.machine_id if owner is not None else None,
+                    "allowed_root": owner.allowed_root if owner is not None else None,
+                    "revoked": record.revoked,
                 }
             )
         return web.json_response({"sessions": sessions})
@@ -217,17 +293,17 @@ class HubServer:
         return web.json_response({"machines": machines})
 
     async def _revoke_session(self, request: web.Request) -> web.Response:
-        user = self._client_user(request)
-        if isinstance(user, Refusal):
-            return _refuse(user)
         session_id = request.match_info["session_id"]
-        refusal = admit_client(self.store, _bearer(request), session_id)
-        if isinstance(refusal, Refusal):
-            return _refuse(refusal)
-        actions = self.core.revoke(session_id)
-        self.store.mark_revoked(session_id)
-        await self._apply(actions)
-        return web.json_response({"session_id": session_id, "agent_closed": bool(actions)})
+        user = admit_client(self.store, _bearer(request), session_id)
+        if isinstance(user, Refusal) and user.code != ExtensionCode.SESSION_REVOKED:
+            return _refuse(user)
+        if isinstance(user, Refusal):  # already revoked: the outcome holds
+            return web.json_response({"session_id": session_id, "agent_closed": False})
+        self.store.mark_revoked(user, session_id)
+        actions = self.core.revoke(user, session_id)
+        closed = any(type(a) is Close for a in actions)
+        self._apply(actions)
+        return web.json_response({"session_id": session_id, "agent_closed": closed})
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True, "agents": len(self.core.agents)})
@@ -241,56 +317,93 @@ class HubServer:
             f"tetherbed_hub_sessions_owned {owners}",
             "# TYPE tetherbed_hub_frames_total counter",
             f"tetherbed_hub_frames_total {self.frames}",
+            "# TYPE tetherbed_hub_slow_consumers_total counter",
+            f"tetherbed_hub_slow_consumers_total {self.slow_consumers}",
         ]
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     # --- plumbing ----------------------------------------------------------
 
-    async def _upgrade(self, request: web.Request) -> web.WebSocketResponse:
+    async def _upgrade(
+        self, request: web.Request, kind: str
+    ) -> tuple[web.WebSocketResponse, Outbox]:
         ws = web.WebSocketResponse(
             compress=False,
-            max_msg_size=FRAME_LIMIT_BYTES,
+            max_msg_size=AIOHTTP_MAX_MSG_SIZE,
             autoping=True,
             heartbeat=None,
             decode_text=False,
         )
         await ws.prepare(request)
-        self._sockets.add(ws)
-        return ws
+        transport = request.transport
 
-    async def _apply(self, actions: Iterable[HubAction]) -> None:
-        for action in actions:
-            if type(action) is Send:
-                peer = action.peer
-                if not peer.closed:
-                    try:
-                        await peer.send_frame(action.data, WSMsgType.TEXT)
-                    except (ConnectionError, RuntimeError):
-                        pass  # the peer's own loop sees the close and cleans up
-            elif isinstance(action, Close):
-                # Do not wait for the peer's close handshake in this loop.
-                task = asyncio.ensure_future(self._close(action.peer, action.code, action.reason))
-                self._closing.add(task)
-                task.add_done_callback(self._closing.discard)
+        # Under backpressure: aiohttp's own writer, which waits for the drain.
+        write = functools.partial(ws.send_frame, opcode=WSMsgType.TEXT)
+
+        buffer_size = transport.get_write_buffer_size if transport is not None else None
+        is_closing = transport.is_closing if transport is not None else None
+
+        def write_now(data: bytes) -> int:
+            """The relay path: straight into the transport while it has room."""
+            if (
+                buffer_size is None
+                or buffer_size() >= WRITE_BUFFER_HIGH
+                or ws.closed  # no frame after aiohttp answered a close
+                or is_closing()  # type: ignore[misc]
+            ):
+                return -1
+            length = len(data)
+            if length < SEPARATE_HEADER_ABOVE:
+                transport.write(text_frame_header(length) + data)  # type: ignore[union-attr]
+                # A small frame left in the buffer is caught by the queue that
+                # forms behind it; only a large one needs watching on its own.
+                return 0
+            transport.write(text_frame_header(length))  # type: ignore[union-attr]
+            transport.write(data)  # no copy of a large payload  # type: ignore[union-attr]
+            return buffer_size()
+
+        def buffered() -> int:
+            return transport.get_write_buffer_size() if transport is not None else 0
+
+        async def close(code: int, reason: str) -> None:
+            await ws.close(code=code, message=reason.encode("utf-8")[:123], drain=False)
+
+        def abort() -> None:
+            if transport is not None:
+                transport.abort()
+
+        peer = request.remote or "?"
+        outbox = self.outboxes.open(
+            f"{kind}@{peer}", write, close, abort, write_now=write_now, buffered=buffered
+        )
+        self._sockets[ws] = outbox
+        return ws, outbox
+
+    def _forget(self, ws: web.WebSocketResponse) -> None:
+        outbox = self._sockets.pop(ws, None)
+        if outbox is not None:
+            outbox.stop()
+
+    async def _on_shutdown(self, app: web.Application) -> None:
+        """SIGTERM: every agent gets 4429, then the process exits."""
+        closing = self.core.shutdown()
+        agents = [a.peer for a in closing if type(a) is Close]
+        self._apply(closing)
+        await asyncio.gather(*(o.wait_closed(5) for o in agents if isinstance(o, Outbox)))
+        others = [
+            self._close(ws, CloseCode.GOING_AWAY, "hub shutting down")
+            for ws, outbox in list(self._sockets.items())
+            if outbox not in agents
+        ]
+        await asyncio.gather(*others)
+        await self.outboxes.close()
+        self._timer.cancel()
 
     @staticmethod
     async def _close(peer: web.WebSocketResponse, code: int, reason: str) -> None:
         with contextlib.suppress(Exception):
-            await peer.close(code=code, message=reason.encode("utf-8")[:123])
-
-    async def _on_shutdown(self, app: web.Application) -> None:
-        """SIGTERM: every agent gets 4429, then the process exits."""
-        agents = [
-            self._close(a.peer, a.code, a.reason)
-            for a in self.core.shutdown()
-            if isinstance(a, Close)
-        ]
-        await asyncio.gather(*agents)
-        others = [
-            self._close(ws, CloseCode.GOING_AWAY, "hub shutting down") for ws in self._sockets
-        ]
-        await asyncio.gather(*others)
-        self._timer.cancel()
+            async with asyncio.timeout(5):
+                await peer.close(code=code, message=reason.encode("utf-8")[:123])
 
 
 class CannotListen(Exception):
@@ -308,15 +421,7 @@ async def serve(
     """Run until SIGTERM/SIGINT; print the bound address once listening."""
     event_log = EventLog(events, time.time) if events else None
     server = HubServer(config, store, observer=event_log)
-    runner = web.AppRunner(server.app, handle_signals=False, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True)
-    try:
-        await site.start()
-    except OSError as exc:
-        await runner.cleanup()
-        raise CannotListen(host, port, exc) from exc
-    bound = runner.addresses[0] if runner.addresses else (host, port)
+    bound = await server.start(host, port)
     print(f"tetherbed hub listening on ws://{bound[0]}:{bound[1]}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -324,6 +429,6 @@ async def serve(
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     log.info("shutting down")
-    await runner.cleanup()
+    await server.stop()
     if event_log is not None:
         event_log.close()

@@ -1,8 +1,10 @@
 """The hub's durable state in SQLite: users, bearer tokens, sessions.
 
 Tokens are stored only as SHA-256 hashes: a leaked database reveals no
-credential. All calls are quick single-row statements, made from the event
-loop thread.
+credential. A session id is a name within its user (the key is the pair):
+two users may each have a session "chat-1", and nothing a token can do tells
+it whether another user's session of some id exists. All calls are quick
+single-row statements, made by the drivers (never by the core).
 """
 
 from __future__ import annotations
@@ -29,17 +31,39 @@ CREATE TABLE IF NOT EXISTS tokens (
     revoked INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY,
+    id TEXT NOT NULL,
     user TEXT NOT NULL REFERENCES users(name),
     created REAL NOT NULL,
-    revoked INTEGER NOT NULL DEFAULT 0
+    revoked INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (user, id)
 );
 CREATE TABLE IF NOT EXISTS session_grants (
-    session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+    user TEXT NOT NULL,
+    session_id TEXT NOT NULL,
     machine_id TEXT NOT NULL,
     root_grant TEXT NOT NULL,
-    updated REAL NOT NULL
+    updated REAL NOT NULL,
+    PRIMARY KEY (user, session_id),
+    FOREIGN KEY (user, session_id) REFERENCES sessions(user, id)
 );
+"""
+
+#: Schema 1 keyed sessions by id alone; 2 keys them by (user, id).
+SCHEMA_VERSION = 2
+
+_FROM_SCHEMA_1 = """
+ALTER TABLE sessions RENAME TO sessions_v1;
+ALTER TABLE session_grants RENAME TO session_grants_v1;
+"""
+
+_COPY_SCHEMA_1 = """
+INSERT INTO sessions (id, user, created, revoked)
+    SELECT id, user, created, revoked FROM sessions_v1;
+INSERT INTO session_grants (user, session_id, machine_id, root_grant, updated)
+    SELECT s.user, g.session_id, g.machine_id, g.root_grant, g.updated
+    FROM session_grants_v1 g JOIN sessions_v1 s ON s.id = g.session_id;
+DROP TABLE session_grants_v1;
+DROP TABLE sessions_v1;
 """
 
 # The dsh-computers registry (hub/dsh): computers and enrollment keys. Rows hold
@@ -92,9 +116,21 @@ class HubStore:
             target = str(directory / DATABASE_NAME)
         self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._migrate()
         self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(_SCHEMA)
         self._db.executescript(_DSH_SCHEMA)
+
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version >= SCHEMA_VERSION:
+            return
+        columns = self._db.execute("PRAGMA table_info(sessions)").fetchall()
+        keyed_by_id_alone = [c[1] for c in columns if c[5]] == ["id"]
+        steps = [_FROM_SCHEMA_1, _SCHEMA, _COPY_SCHEMA_1] if keyed_by_id_alone else [_SCHEMA]
+        # One script, one transaction: a crash midway leaves schema 1 intact.
+        self._db.executescript(
+            "BEGIN;\n" + "".join(steps) + f"PRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;\n"
+        )
 
     def close(self) -> None:
         self._db.close()
@@ -146,21 +182,22 @@ class HubStore:
             )
         return SessionRecord(session_id, user, now, False)
 
-    def claim_session(self, session_id: str, user: str) -> bool:
-        """An agent of `user` names `session_id`: create it, or confirm it is theirs."""
-        existing = self.session(session_id)
-        if existing is None:
-            try:
-                self.create_session(user, session_id)
-            except sqlite3.IntegrityError:  # created meanwhile by someone else
-                existing = self.session(session_id)
-                return existing is not None and existing.user == user
-            return True
-        return existing.user == user
+    def claim_session(self, user: str, session_id: str) -> SessionRecord:
+        """`user`'s session `session_id`, created if new (agents name their sessions)."""
+        existing = self.session(user, session_id)
+        if existing is not None:
+            return existing
+        try:
+            return self.create_session(user, session_id)
+        except sqlite3.IntegrityError:  # created meanwhile
+            record = self.session(user, session_id)
+            assert record is not None
+            return record
 
-    def session(self, session_id: str) -> SessionRecord | None:
+    def session(self, user: str, session_id: str) -> SessionRecord | None:
         row = self._db.execute(
-            "SELECT id, user, created, revoked FROM sessions WHERE id = ?", (session_id,)
+            "SELECT id, user, created, revoked FROM sessions WHERE user = ? AND id = ?",
+            (user, session_id),
         ).fetchone()
         return SessionRecord(row[0], row[1], row[2], bool(row[3])) if row else None
 
@@ -171,25 +208,38 @@ class HubStore:
         ).fetchall()
         return [SessionRecord(r[0], r[1], r[2], bool(r[3])) for r in rows]
 
-    def mark_revoked(self, session_id: str) -> None:
+    def sessions_with_id(self, session_id: str) -> list[SessionRecord]:
+        """Every user's session named `session_id` (operator tooling only)."""
+        rows = self._db.execute(
+            "SELECT id, user, created, revoked FROM sessions WHERE id = ? ORDER BY user",
+            (session_id,),
+        ).fetchall()
+        return [SessionRecord(r[0], r[1], r[2], bool(r[3])) for r in rows]
+
+    def mark_revoked(self, user: str, session_id: str) -> None:
         with self._db:
-            self._db.execute("UPDATE sessions SET revoked = 1 WHERE id = ?", (session_id,))
-            self._db.execute("DELETE FROM session_grants WHERE session_id = ?", (session_id,))
+            self._db.execute(
+                "UPDATE sessions SET revoked = 1 WHERE user = ? AND id = ?", (user, session_id)
+            )
+            self._db.execute(
+                "DELETE FROM session_grants WHERE user = ? AND session_id = ?", (user, session_id)
+            )
 
     # --- root grants (durable, so transparent restore survives a restart) --
 
-    def save_grant(self, session_id: str, machine_id: str, root_grant: str) -> None:
+    def save_grant(self, user: str, session_id: str, machine_id: str, root_grant: str) -> None:
+        self.claim_session(user, session_id)
         with self._db:
             self._db.execute(
-                "INSERT OR REPLACE INTO session_grants VALUES (?, ?, ?, ?)",
-                (session_id, machine_id, root_grant, time.time()),
+                "INSERT OR REPLACE INTO session_grants VALUES (?, ?, ?, ?, ?)",
+                (user, session_id, machine_id, root_grant, time.time()),
             )
 
     def grants(self) -> list[tuple[str, str, str, str]]:
         """(user, session_id, machine_id, root_grant) for every live grant."""
         return self._db.execute(
-            "SELECT s.user, g.session_id, g.machine_id, g.root_grant "
-            "FROM session_grants g JOIN sessions s ON s.id = g.session_id WHERE s.revoked = 0"
+            "SELECT g.user, g.session_id, g.machine_id, g.root_grant FROM session_grants g "
+            "JOIN sessions s ON s.user = g.user AND s.id = g.session_id WHERE s.revoked = 0"
         ).fetchall()
 
     # === dsh-computers registry (hub/dsh) ===================================

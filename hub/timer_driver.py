@@ -2,25 +2,24 @@
 
 The core only answers "when is the next deadline" and "what is due now";
 this keeps one loop timer armed at the earliest deadline and hands what
-`on_timer` returns to the driver's `apply`.
+`on_timer` returns to the driver's `apply` (which never waits).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
-from tetherbed.hub.actions import HubAction
+from tetherbed.hub.actions import Actions
 from tetherbed.hub.core import HubCore
 
 
 class CoreTimer:
-    def __init__(self, core: HubCore, apply: Callable[[list[HubAction]], Awaitable[None]]) -> None:
+    def __init__(self, core: HubCore, apply: Callable[[Actions], None]) -> None:
         self._core = core
         self._apply = apply
         self._handle: asyncio.TimerHandle | None = None
         self._at: float | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
 
     def reschedule(self) -> None:
         """Call after the core armed a deadline (`core.timers.dirty`)."""
@@ -36,11 +35,7 @@ class CoreTimer:
     def _fire(self) -> None:
         self._handle = None
         self._at = None
-        actions = self._core.on_timer()
-        if actions:
-            task = asyncio.ensure_future(self._apply(actions))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        self._apply(self._core.on_timer())
         self.reschedule()
 
     def cancel(self) -> None:

@@ -207,6 +207,40 @@ def _hub_limits(parser: argparse.ArgumentParser) -> None:
         help="seconds a dropped session stays reserved and its retryable requests held",
     )
     parser.add_argument(
+        "--request-timeout",
+        type=_positive_float,
+        default=None,
+        help="seconds to wait for an agent's answer (EXECUTE_COMMAND: its timeout plus "
+        "--command-slack), and at most for a free slot; default 60",
+    )
+    parser.add_argument("--command-slack", type=_positive_float, default=None)
+    parser.add_argument(
+        "--overload-backoff",
+        type=_positive_float,
+        default=None,
+        help="first delay before re-issuing a request the agent refused with "
+        "SHIM_OVERLOADED; doubles each time (default 0.5 s, at most --overload-retries times)",
+    )
+    parser.add_argument("--overload-retries", type=int, default=None)
+    parser.add_argument(
+        "--handshake-timeout",
+        type=_positive_float,
+        default=None,
+        help="seconds a connection may take to send its HTTP upgrade (default 10)",
+    )
+    parser.add_argument(
+        "--slow-consumer-seconds",
+        type=_positive_float,
+        default=None,
+        help="close a peer that accepts no byte this long while frames wait for it (default 20)",
+    )
+    parser.add_argument(
+        "--slow-consumer-bytes",
+        type=_positive_int,
+        default=None,
+        help="close a peer with this many bytes waiting for it (default 48 MiB)",
+    )
+    parser.add_argument(
         "--events", default=None, help="write hub events as JSONL here (for the simulator)"
     )
     parser.add_argument(
@@ -314,12 +348,20 @@ def _hub(args: argparse.Namespace) -> int:
         ("pong_timeout", "pong_timeout"),
         ("queue_limit", "queue_limit"),
         ("retry_window", "retry_window"),
+        ("request_timeout", "request_timeout"),
+        ("command_slack", "command_slack"),
+        ("overload_backoff", "overload_backoff"),
+        ("overload_retries", "overload_retries"),
+        ("handshake_timeout", "handshake_timeout"),
+        ("slow_consumer_seconds", "slow_consumer_seconds"),
+        ("slow_consumer_bytes", "slow_consumer_bytes"),
     ]:
         value = getattr(args, option)
         if value is not None:
             setattr(config, field, value)
     try:
         config.dsh = _dsh_config(args)
+        config.__post_init__()
     except ValueError as exc:
         print(f"tetherbed hub: {exc}", file=sys.stderr)
         return 2

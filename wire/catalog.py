@@ -51,6 +51,36 @@ CONTROL_REQUESTS: dict[MessageType, Capability] = {
     T.DETACH_SESSION: C.DIRECTORY_BROWSE,
 }
 
+#: The answer each request calls for (besides ERROR, which may answer any).
+#: The reserved recording requests have no answer the spec defines: a relay
+#: lets whatever comes back for them through.
+ANSWERS: dict[MessageType, MessageType] = {
+    T.EXECUTE_COMMAND: T.COMMAND_RESULT,
+    T.FILE_READ: T.FILE_CONTENTS,
+    T.FILE_WRITE: T.ACK,
+    T.FILE_STAT: T.FILE_STAT_RESPONSE,
+    T.FILE_LIST: T.FILE_LIST_RESPONSE,
+    T.FILE_DELETE: T.ACK,
+    T.FILE_MOVE: T.ACK,
+    T.LOCAL_LLM_COMPLETION: T.LOCAL_LLM_COMPLETION_RESPONSE,
+    T.SCREENSHOT_REQUEST: T.SCREENSHOT_RESPONSE,
+    T.INPUT_ACTION: T.ACK,
+    T.CURSOR_POSITION_REQUEST: T.CURSOR_POSITION_RESPONSE,
+    T.DISPLAY_INFO_REQUEST: T.DISPLAY_INFO_RESPONSE,
+    T.WINDOW_LIST_REQUEST: T.WINDOW_LIST_RESPONSE,
+    T.WINDOW_FOCUS: T.ACK,
+    T.APP_LIST_REQUEST: T.APP_LIST_RESPONSE,
+    T.APP_LAUNCH: T.ACK,
+    T.CLIPBOARD_READ: T.CLIPBOARD_READ_RESPONSE,
+    T.CLIPBOARD_WRITE: T.ACK,
+    T.PERMISSIONS_CHECK_REQUEST: T.PERMISSIONS_CHECK_RESPONSE,
+    T.DIRECTORY_LIST_REQUEST: T.DIRECTORY_LIST_RESPONSE,
+    T.ATTACH_SESSION: T.SESSION_ATTACHED,
+    T.ACTIVATE_SESSION: T.SESSION_ACTIVATED,
+    T.RESTORE_SESSION: T.SESSION_RESTORED,
+    T.DETACH_SESSION: T.ACK,
+}
+
 #: Frames the shim sends under a request's id without ending the request.
 STREAMING_RESPONSES: frozenset[MessageType] = frozenset({T.LOCAL_LLM_COMPLETION_CHUNK})
 
@@ -126,6 +156,18 @@ IDEMPOTENT: dict[MessageType, bool] = {
     T.RESTORE_SESSION: False,
     T.DETACH_SESSION: False,
 }
+
+
+def allowed_answers(request_type: str) -> frozenset[str] | None:
+    """Every frame that may come back under a request's id: its answer, ERROR,
+    and (for a streaming request) the chunks before it. None: not checked."""
+    answer = ANSWERS.get(request_type)  # type: ignore[call-overload]
+    if answer is None:
+        return None
+    allowed = {str(answer), str(T.ERROR)}
+    if request_type == T.LOCAL_LLM_COMPLETION:
+        allowed.add(str(T.LOCAL_LLM_COMPLETION_CHUNK))
+    return frozenset(allowed)
 
 
 def is_idempotent(message_type: str) -> bool:

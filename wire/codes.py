@@ -59,6 +59,9 @@ class ExtensionCode(StrEnum):
     AGENT_NOT_CONNECTED = "AGENT_NOT_CONNECTED"  # hub: session has no live agent
     AGENT_DISCONNECTED = "AGENT_DISCONNECTED"  # hub: agent left with the request in flight
     OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"  # hub: non-idempotent request lost in a drop
+    AGENT_TIMEOUT = "AGENT_TIMEOUT"  # hub: no answer within the request's deadline
+    UNEXPECTED_ANSWER_TYPE = "UNEXPECTED_ANSWER_TYPE"  # hub: agent answered with the wrong type
+    SESSION_REVOKED = "SESSION_REVOKED"  # hub: the user revoked the session
     NOT_A_FILE = "NOT_A_FILE"  # FILE_READ of a directory or special file
     NOT_A_DIRECTORY = "NOT_A_DIRECTORY"  # FILE_LIST of a file, cwd that is a file
     INVALID_ENCODING = "INVALID_ENCODING"  # text read of non-UTF-8 bytes, bad base64

@@ -66,11 +66,41 @@ def decode_envelope(data: bytes | str, *, limit: int = FRAME_LIMIT_BYTES) -> Env
         ) from None
     except msgspec.DecodeError as exc:
         raise WireError(ExtensionCode.INVALID_MESSAGE, f"malformed JSON: {exc}") from None
+    except RecursionError:
+        # msgspec recurses once per nesting level, even to skip a Raw payload.
+        raise WireError(
+            ExtensionCode.INVALID_MESSAGE, TOO_DEEP, request_id=_probe_id(data)
+        ) from None
+
+
+#: Why a frame nested past the interpreter's recursion limit is refused.
+TOO_DEEP = "JSON nested too deeply"
 
 
 def _probe_id(data: bytes | str) -> str | None:
+    """The frame's id, if it can be read before whatever made the frame invalid."""
     try:
         found = _probe_decoder.decode(data).id
+    except (msgspec.MsgspecError, RecursionError):
+        return _leading_id(data)
+    return found if isinstance(found, str) else None
+
+
+class _LeadingId(msgspec.Struct):
+    type: Any = None
+    id: Any = None
+
+
+def _leading_id(data: bytes | str) -> str | None:
+    """The id of a frame whose `type` and `id` come first (as every encoder here
+    writes them), read from its head alone: what follows may be unreadable."""
+    raw = data.encode() if isinstance(data, str) else data
+    head = raw[:512]
+    marker = head.find(b',"payload"')
+    if marker < 0:
+        return None
+    try:
+        found = msgspec.json.decode(head[:marker] + b"}", type=_LeadingId).id
     except msgspec.MsgspecError:
         return None
     return found if isinstance(found, str) else None
@@ -99,6 +129,8 @@ def decode_payload(envelope: Envelope, expected: MessageType | None = None) -> P
         ) from None
     except msgspec.DecodeError as exc:  # pragma: no cover - Raw is already valid JSON
         raise WireError(ExtensionCode.INVALID_MESSAGE, str(exc), request_id=envelope.id) from None
+    except RecursionError:
+        raise WireError(ExtensionCode.INVALID_MESSAGE, TOO_DEEP, request_id=envelope.id) from None
 
 
 def encode_message(
@@ -119,8 +151,9 @@ def reframe(
 ) -> bytes:
     """The envelope again under another id, payload bytes untouched (relay path).
 
-    `version` and `now()` fill in only what the envelope lacks. Positional and
-    keyword-free because it runs once per relayed frame.
+    `version` is always the one negotiated with the agent, whatever the sender
+    wrote (a peer drops a frame of another major without answering); `now()`
+    fills in a missing `ts`. Keyword-free because it runs once per relayed frame.
     """
     ts = envelope.ts
     return _encode(
@@ -128,7 +161,7 @@ def reframe(
             envelope.type,
             request_id,
             now() if ts is None else ts,
-            envelope.version or version,
+            version,
             None,
             envelope.payload,
         )

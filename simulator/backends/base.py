@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tetherbed.runtime.transport import MessageTransport
+from tetherbed.runtime.transport import MessageTransport, UpgradeRefused
 from tetherbed.simulator.recorder import Recorder
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
 from tetherbed.simulator.targets import Target
-from tetherbed.simulator.targets.adapters import SessionClient
+from tetherbed.simulator.targets.adapters import OpenRefused, SessionClient
 from tetherbed.simulator.targets.reference import FrameSessionClient
 
 T = TypeVar("T")
@@ -135,8 +135,13 @@ class Backend(abc.ABC):
 
     async def open_session_client(self, client: ClientSpec) -> SessionClient:
         """The client through the target's client adapter; by default the spec's
-        envelopes over `open_client` (Tetherbed's own client API)."""
-        return FrameSessionClient(await self.open_client(client), self.now)
+        envelopes over `open_client` (Tetherbed's own client API). A refused
+        upgrade is `OpenRefused`, as from every client adapter."""
+        try:
+            transport = await self.open_client(client)
+        except UpgradeRefused as exc:
+            raise OpenRefused(exc.status) from None
+        return FrameSessionClient(transport, self.now)
 
     @abc.abstractmethod
     async def revoke(self, session: str, user: str) -> None: ...

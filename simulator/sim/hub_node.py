@@ -1,19 +1,21 @@
-"""The reference hub on the sim network: the same `HubCore` and admission rules
-as `tetherbed hub`, driven over in-memory connections in virtual time."""
+"""The reference hub on the sim network: the same `HubCore`, admission rules,
+action runner and per-peer outboxes as `tetherbed hub`, driven over in-memory
+connections in virtual time."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tetherbed.hub.actions import Close, HubAction, Send
+from tetherbed.hub.actions import Actions, Close
 from tetherbed.hub.admission import Refusal, admit_agent, admit_client, bearer_token
 from tetherbed.hub.config import HubConfig
 from tetherbed.hub.core import HubCore
+from tetherbed.hub.driver import ActionRunner
+from tetherbed.hub.outbox import Outbox, Outboxes
 from tetherbed.hub.store import HubStore
 from tetherbed.hub.timer_driver import CoreTimer
 from tetherbed.runtime.clock import Clock
@@ -34,17 +36,18 @@ class SimHub:
     ) -> None:
         self.network = network
         self.store = store
-        self.core = HubCore(
-            config,
-            clock,
-            observer=observer,
-            authority=lambda user, session_id: store.claim_session(session_id, user),
-            on_grant=store.save_grant,
+        self.core = HubCore(config, clock)
+        self.runner = ActionRunner(self.core, store, observer)
+        self._observer = observer
+        self.outboxes = Outboxes(
+            limit_bytes=config.slow_consumer_bytes,
+            stall_seconds=config.slow_consumer_seconds,
+            on_slow=self._slow_consumer,
         )
         self._timer = CoreTimer(self.core, self._apply)
         # Dicts, not sets: iteration order must not depend on object addresses,
         # or the same seed would not give the same history.
-        self._ends: dict[SimEndpoint, None] = {}
+        self._ends: dict[SimEndpoint, Outbox] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def start(self) -> None:
@@ -53,23 +56,38 @@ class SimHub:
     async def shutdown(self) -> None:
         """Graceful: 4429 to every agent, then stop listening."""
         self.network.stop_listening()
-        await self._apply(self.core.shutdown())
-        for end in list(self._ends):
-            await end.close(1001, "hub shutting down")
+        closing = self.core.shutdown()
+        agents = [a.peer for a in closing if isinstance(a, Close)]
+        self._apply(closing)
+        await asyncio.gather(*(o.wait_closed(5) for o in agents))
+        for end, outbox in list(self._ends.items()):
+            if outbox not in agents:
+                await end.close(1001, "hub shutting down")
+        await self.outboxes.close()
         self._timer.cancel()
 
     def crash(self) -> None:
         """Abrupt: every connection drops without a close frame."""
         self.network.stop_listening()
-        for end in list(self._ends):
+        for end, outbox in list(self._ends.items()):
+            outbox.stop()
             self.network.abort(end)
         self._timer.cancel()
         for task in list(self._tasks):
             task.cancel()
 
-    def revoke(self, session_id: str) -> None:
-        self.store.mark_revoked(session_id)
-        self._spawn(self._apply(self.core.revoke(session_id)))
+    def revoke(self, session_id: str, user: str | None = None) -> None:
+        """The user revokes the session (every user's session of that id when
+        `user` is None, as the scenario steps name sessions only)."""
+        users = [user] if user is not None else self._users_with(session_id)
+        for owner in users:
+            self.store.mark_revoked(owner, session_id)
+            self._apply(self.core.revoke(owner, session_id))
+
+    def _users_with(self, session_id: str) -> list[str]:
+        users = {u for (u, s) in self.core.sessions if s == session_id}
+        users |= {r.user for r in self.store.sessions_with_id(session_id)}
+        return sorted(users)
 
     # --- connections -------------------------------------------------------------
 
@@ -89,62 +107,73 @@ class SimHub:
             return verdict.status, json.dumps(body).encode()
         return None
 
+    def _outbox(self, end: SimEndpoint, name: str) -> Outbox:
+        async def close(code: int, reason: str) -> None:
+            await end.close(code, reason)
+
+        def abort() -> None:
+            self.network.abort(end)
+
+        outbox = self.outboxes.open(name, end.send, close, abort)
+        self._ends[end] = outbox
+        return outbox
+
     async def _serve(self, end: SimEndpoint, path: str, headers: Mapping[str, str]) -> None:
         token = bearer_token(headers.get("Authorization"))
         kind, name = _route(path)
-        self._ends[end] = None
+        outbox = self._outbox(end, f"{kind}:{end.link.name}")
         try:
             if kind == "agent":
                 user = admit_agent(self.store, token, name or None)
                 assert isinstance(user, str)
-                link = self.core.agent_opened(end, user=user, session_id=name or None)
-                self._timer.reschedule()
+                link, opened = self.core.agent_opened(outbox, user=user, session_id=name or None)
+                self._apply(opened)
                 code: int | None = None
                 try:
                     code = await self._pump(end, functools.partial(self.core.agent_frame, link))
                 finally:
-                    await self._apply(self.core.agent_closed(link, code))
-                    self._timer.reschedule()
+                    self._apply(self.core.agent_closed(link, code))
             else:
                 user = admit_client(self.store, token)
                 assert isinstance(user, str)
                 if kind == "session":
-                    client = self.core.client_opened(end, user=user, session_id=name)
+                    client, opened = self.core.client_opened(outbox, user=user, session_id=name)
                 else:
-                    client = self.core.machine_client_opened(end, user=user, machine_id=name)
+                    client, opened = self.core.machine_client_opened(
+                        outbox, user=user, machine_id=name
+                    )
+                self._apply(opened)
                 try:
                     await self._pump(end, functools.partial(self.core.client_frame, client))
                 finally:
-                    await self._apply(self.core.client_closed(client))
+                    self._apply(self.core.client_closed(client))
         finally:
+            outbox.stop()
             self._ends.pop(end, None)
 
-    async def _pump(
-        self, end: SimEndpoint, handle: Callable[[bytes], list[HubAction]]
-    ) -> int | None:
+    async def _pump(self, end: SimEndpoint, handle: Callable[[bytes], Actions]) -> int | None:
         """Feed frames to the core until the connection ends; returns the close code."""
+        inline = self.runner.inline
         while True:
             try:
                 data = await end.recv()
             except TransportClosed as exc:
                 return exc.code
-            await self._apply(handle(data))
-            if self.core.timers.dirty:
-                self._timer.reschedule()
+            actions = handle(data)
+            if inline:  # the head_of_line defect: the old, blocking driver
+                await self.runner.apply_inline(actions)
+                if self.core.timers.dirty:
+                    self._timer.reschedule()
+            else:
+                self._apply(actions)
 
-    async def _apply(self, actions: list[HubAction]) -> None:
-        for action in actions:
-            peer: SimEndpoint = action.peer
-            if isinstance(action, Send):
-                with contextlib.suppress(TransportClosed):
-                    await peer.send(action.data)
-            elif isinstance(action, Close):
-                await peer.close(action.code, action.reason)
+    def _apply(self, actions: Actions) -> None:
+        self.runner.apply(actions)
+        if self.core.timers.dirty:
+            self._timer.reschedule()
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _slow_consumer(self, outbox: Outbox, why: dict[str, Any]) -> None:
+        self._observer("slow_consumer", peer=outbox.name, **why)
 
 
 def _route(path: str) -> tuple[str, str]:

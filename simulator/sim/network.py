@@ -14,8 +14,12 @@ connection runs the proxy's `ToxicChain` over the bytes of every frame as it
 would cross TCP (WebSocket header, mask and payload), so latency, bandwidth,
 slicer, limit_data and blackhole give a frame the times, or the end, the proxy
 would. (The proxy also counts the HTTP upgrade toward limit_data; the sim
-starts counting at the first frame.) Everything random comes from the
-network's seeded generator, so a seed fixes every interleaving.
+starts counting at the first frame.) Each direction is bounded like a TCP
+connection: once `window_bytes` are unread (on the wire, held, or waiting in
+the receiver's inbox), the sender's `send` waits until the receiver reads, so
+a peer that stops reading pushes back on whoever writes to it. Everything
+random comes from the network's seeded generator, so a seed fixes every
+interleaving.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ BASE_LATENCY = 0.001
 BASE_JITTER = 0.0005
 #: How long a connect waits behind a partition before it times out.
 OPEN_TIMEOUT = 10.0
+#: Bytes one direction of a connection holds unread before its sender waits:
+#: about what loopback TCP buffers hold on both ends.
+WINDOW_BYTES = 4 * 1024 * 1024
 #: The network's directions → the proxy's streams (a node is the proxy's client).
 STREAM_OF: dict[str, Stream] = {"up": UPSTREAM, "down": DOWNSTREAM}
 _NO_REORDER = ACTIONS - {"reorder"}
@@ -181,16 +188,43 @@ class _Pipe:
         self.toxic_out: collections.deque[tuple[float, _Timed]] = collections.deque()
         self.toxic_timer: asyncio.TimerHandle | None = None
         self.toxic_last = 0.0
+        #: Bytes pushed and not yet read by the receiver (the window in use).
+        self.unread = 0
+        #: Set while the window has room; senders wait on it.
+        self.room = asyncio.Event()
+        self.room.set()
         self.sync_toxics()
 
     @property
     def masked(self) -> bool:
         return self.direction == "up"  # a client masks what it sends
 
+    # --- the window ----------------------------------------------------------------
+
+    async def wait_for_room(self, sender: SimEndpoint) -> None:
+        """Until the receiver has read enough (or the connection ended)."""
+        while self.unread >= self.network.window_bytes:
+            if sender.closed is not None or sender.aborted:
+                return
+            self.room.clear()
+            await self.room.wait()
+
+    def consumed(self, size: int) -> None:
+        """The receiver read `size` bytes of what this pipe delivered."""
+        self.unread -= size
+        if self.unread < self.network.window_bytes:
+            self.room.set()
+
+    def release(self) -> None:
+        """The connection ended: nobody waits for room any more."""
+        self.room.set()
+
     # --- entering ----------------------------------------------------------------
 
     def push(self, item: Item, extra: float = 0.0) -> None:
         """Send `item`; a `delay` rule's `extra` seconds let later messages overtake it."""
+        if not isinstance(item, _Closed):
+            self.unread += len(item)
         if extra:
             asyncio.get_running_loop().call_later(extra, self._enter, item)
             return
@@ -334,6 +368,8 @@ class SimEndpoint:
         self.inbox: asyncio.Queue[bytes | _Closed] = asyncio.Queue()
         self.peer: SimEndpoint | None = None
         self.out: _Pipe | None = None
+        #: The pipe that delivers to this end (the peer's `out`).
+        self.feed: _Pipe | None = None
         self.closed: _Closed | None = None
         self.aborted = False
         #: The wire recorder's view of this connection (node ends of tapped links).
@@ -353,6 +389,9 @@ class SimEndpoint:
             raise TransportClosed(self.closed.code, self.closed.reason)
         out = self.out
         assert out is not None
+        await out.wait_for_room(self)
+        if self.closed is not None:
+            raise TransportClosed(self.closed.code, self.closed.reason)
         if self.wire is not None:
             self.wire.message(UP, data, _now())
         rules = self.link.rules
@@ -401,6 +440,8 @@ class SimEndpoint:
         if isinstance(item, _Closed):
             self.closed = self.closed or item
             raise TransportClosed(item.code, item.reason)
+        if self.feed is not None:
+            self.feed.consumed(len(item))
         return item
 
     async def close(self, code: int = 1000, reason: str = "") -> None:
@@ -411,6 +452,7 @@ class SimEndpoint:
         self.closed = _Closed(code, reason)
         if self.out is not None:
             self.out.push(_Closed(code, reason))
+            self.out.release()
         self.inbox.put_nowait(_Closed(code, reason))
         self.network.forget(self)
 
@@ -426,6 +468,7 @@ class SimEndpoint:
             # Answer a close with a close, as the WebSocket handshake does.
             if self.out is not None:
                 self.out.push(_Closed(item.code, item.reason))
+                self.out.release()
             self.network.forget(self)
         self.inbox.put_nowait(item)
 
@@ -464,8 +507,9 @@ Admit = Callable[[str, Mapping[str, str]], tuple[int, bytes] | None]
 
 
 class SimNetwork:
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, *, window_bytes: int = WINDOW_BYTES) -> None:
         self.rng = rng
+        self.window_bytes = window_bytes
         self.links: dict[str, Link] = {}
         self._admit: Admit | None = None
         self._serve: Listener | None = None
@@ -529,8 +573,8 @@ class SimNetwork:
             node_end.wire = wire
             hub_end = SimEndpoint(self, link, "hub")
             node_end.peer, hub_end.peer = hub_end, node_end
-            node_end.out = _Pipe(self, link, "up", hub_end)
-            hub_end.out = _Pipe(self, link, "down", node_end)
+            node_end.out = hub_end.feed = _Pipe(self, link, "up", hub_end)
+            hub_end.out = node_end.feed = _Pipe(self, link, "down", node_end)
             link.endpoints.update(dict.fromkeys((node_end, hub_end)))
             link.pipes.update(dict.fromkeys((node_end.out, hub_end.out)))
             serve = self._serve
@@ -555,6 +599,8 @@ class SimNetwork:
                 end.closed = _Closed(None, "connection reset")
                 end.inbox.put_nowait(end.closed)
             end.aborted = True
+            if end.out is not None:
+                end.out.release()
             if end.wire is not None:
                 end.wire.end("reset", _now())
             self.forget(end)

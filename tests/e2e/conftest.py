@@ -11,6 +11,11 @@ import pytest
 from tetherbed.launch import HubProcess, ManagedProcess, start_agent, start_hub
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "hub_args(*args): extra `tetherbed hub` arguments")
+    config.addinivalue_line("markers", "peer_args(*args): extra arguments of the strict peer")
+
+
 @dataclass
 class Stack:
     hub: HubProcess

@@ -12,7 +12,7 @@ import pytest
 
 from tetherbed.agent.backoff import Backoff
 from tetherbed.client.admin import HubAdmin
-from tetherbed.client.sandbox import HubSandbox
+from tetherbed.client.sandbox import HubSandbox, PermissionDeniedError
 from tetherbed.launch import start_agent, start_hub
 
 pytestmark = pytest.mark.e2e
@@ -113,6 +113,32 @@ async def test_user_revocation_closes_4428_through_api_and_cli(hub, tmp_path: Pa
     finally:
         first.stop()
         second.stop()
+
+
+async def test_a_revoked_session_is_refused_to_every_new_agent_and_client(
+    hub, tmp_path: Path
+) -> None:
+    """Before: admission never read the revoke flag; a new agent connected to
+    the revoked session and served a client's command."""
+    agent_token, client_token = hub.token("u", "agent"), hub.token("u", "client")
+    first = start_agent(hub.url, agent_token, _root(tmp_path, "r1"), "gone", machine_id="m1")
+    second = None
+    try:
+        hub.wait_connected(client_token, "gone")
+        async with HubAdmin(hub.url, client_token) as admin:
+            await admin.revoke("gone")
+        assert first.wait(20) == 28
+        root = _root(tmp_path, "r2")
+        second = start_agent(hub.url, agent_token, root, "gone", machine_id="m2", enable_shell=True)
+        assert second.wait(20) == 4  # refused like a bad token: stops for good
+        with pytest.raises(PermissionDeniedError) as refused:
+            await HubSandbox.connect(hub.url, "gone", client_token)
+        assert refused.value.code == "SESSION_REVOKED"
+        assert not [s for s in hub.sessions(client_token) if s["connected"]]
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
 
 
 def test_hub_shutdown_sends_4429_and_agents_stop(tmp_path: Path) -> None:

@@ -361,9 +361,8 @@ async def test_write_text_creates_parents(start_hub) -> None:
         "path": "/w/sub/out.txt",
         "content": "héllo\n",
         "encoding": "utf-8",
-        "format": "text",
         "create_parents": True,
-    }
+    }  # no `format`: FILE_WRITE has none (the both-fields rule is FILE_READ's)
 
 
 async def test_write_bytes_goes_as_base64(start_hub) -> None:
@@ -375,7 +374,6 @@ async def test_write_bytes_goes_as_base64(start_hub) -> None:
         "path": "/w/b.bin",
         "content": base64.b64encode(raw).decode(),
         "encoding": "base64",
-        "format": "bytes",
         "create_parents": True,
     }
 
@@ -401,7 +399,6 @@ async def test_list_depth_one_maps_entries(start_hub) -> None:
     assert hub.received[0]["type"] == "FILE_LIST"
     assert hub.received[0]["payload"] == {
         "path": "/w",
-        "glob": None,
         "recursive": False,
         "include_hidden": True,
         "max_entries": 1000,
@@ -570,7 +567,6 @@ async def test_run_sends_command_env_cwd_and_timeout(start_hub) -> None:
     assert hub.received[0]["type"] == "EXECUTE_COMMAND"
     assert hub.received[0]["payload"] == {
         "command": "ls -la",
-        "argv": None,
         "shell": "auto",
         "cwd": "/w",
         "timeout_seconds": 30,
@@ -592,14 +588,7 @@ async def test_run_with_a_list_sends_argv(start_hub) -> None:
         with pytest.raises(InvalidArgumentError):
             await sb.commands.run([])
     assert len(hub.received) == 1
-    assert hub.received[0]["payload"] == {
-        "command": None,
-        "argv": ["ls", "-la", "/tmp"],
-        "shell": "auto",
-        "cwd": None,
-        "timeout_seconds": None,
-        "env": None,
-    }
+    assert hub.received[0]["payload"] == {"argv": ["ls", "-la", "/tmp"]}  # only what was given
 
 
 async def test_run_nonzero_exit_raises_with_the_result(start_hub) -> None:

@@ -3,76 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
-import msgspec
 import pytest
 
-from tetherbed.hub.actions import Close, Send
-from tetherbed.hub.config import HubConfig, OwnershipPolicy
-from tetherbed.hub.core import HubCore
-from tetherbed.hub.links import AgentLink, ClientLink
-from tetherbed.runtime.clock import ManualClock
+from tetherbed.hub.config import OwnershipPolicy
+from tetherbed.hub.links import AgentLink
 
-
-class Peer:
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-def enc(**frame: Any) -> bytes:
-    frame.setdefault("ts", 1.0)
-    frame.setdefault("version", "1.1")
-    return msgspec.json.encode(frame)
-
-
-def frames(actions: list, peer: Peer) -> list[dict]:
-    return [msgspec.json.decode(a.data) for a in actions if isinstance(a, Send) and a.peer is peer]
-
-
-def closes(actions: list, peer: Peer) -> list[Close]:
-    return [a for a in actions if isinstance(a, Close) and a.peer is peer]
-
-
-def hello(
-    machine: str = "m1",
-    *,
-    caps: list[str] | None = None,
-    version: str = "1.1",
-    arch: str = "x86_64",
-) -> bytes:
-    payload = {
-        "shim_version": "0.1.0",
-        "protocol_version": version,
-        "machine_id": machine,
-        "platform": "linux",
-        "arch": arch,
-        "capabilities": caps if caps is not None else ["files", "shell", "directory_browse"],
-    }
-    return enc(type="HELLO", id=f"hello-{machine}", payload=payload)
-
-
-class Hub:
-    def __init__(self, **config: Any) -> None:
-        self.clock = ManualClock()
-        self.events: list[tuple[str, dict]] = []
-        self.core = HubCore(
-            HubConfig(**config), self.clock, observer=lambda e, **f: self.events.append((e, f))
-        )
-
-    def agent(
-        self, session: str | None = "s1", machine: str = "m1", **kw: Any
-    ) -> tuple[Peer, AgentLink, list]:
-        peer = Peer(f"agent-{machine}")
-        link = self.core.agent_opened(peer, user="alice", session_id=session)
-        return peer, link, self.core.agent_frame(link, hello(machine, **kw))
-
-    def client(self, session: str = "s1") -> tuple[Peer, ClientLink]:
-        peer = Peer("client")
-        return peer, self.core.client_opened(peer, user="alice", session_id=session)
+from .core_harness import Hub, Peer, closes, enc, frames, hello
 
 
 def test_hello_ack_same_id_grants_intersection_and_limits() -> None:
@@ -248,8 +185,8 @@ def test_drop_reissues_idempotent_requests_and_reports_the_rest_unknown() -> Non
         "mv": "OUTCOME_UNKNOWN",
     }
     # while the agent is away, new requests are held too
-    assert (
-        hub.core.client_frame(client, enc(type="FILE_STAT", id="late", payload={"path": "a"})) == []
+    assert not hub.core.client_frame(
+        client, enc(type="FILE_STAT", id="late", payload={"path": "a"})
     )
     hub.clock.advance(5.0)
     again, _, actions = reconnect(hub)
@@ -294,12 +231,14 @@ def test_shim_overloaded_answers_are_requeued_not_returned() -> None:
     overloaded = enc(
         type="ERROR",
         id=sent["id"],
-        pending_capacity=0,
+        pending_capacity=1,
         payload={"code": "SHIM_OVERLOADED", "message": "busy"},
     )
     actions = hub.core.agent_frame(link, overloaded)
     assert not frames(actions, peer)  # not passed to the client
-    (again,) = frames(actions, agent)  # issued again right away: capacity re-learnt as 1
+    assert not frames(actions, agent)  # not at once: after a back-off
+    hub.clock.advance(0.5)
+    (again,) = frames(hub.core.on_timer(), agent)
     assert again["type"] == "FILE_STAT" and again["id"] != sent["id"]
 
 
@@ -343,7 +282,7 @@ def test_full_queue_answers_shim_overloaded() -> None:
     hub.agent()
     peer, client = hub.client()
     hub.core.client_frame(client, enc(type="FILE_STAT", id="a", payload={"path": "a"}))
-    assert hub.core.client_frame(client, enc(type="FILE_STAT", id="b", payload={"path": "a"})) == []
+    assert not hub.core.client_frame(client, enc(type="FILE_STAT", id="b", payload={"path": "a"}))
     (error,) = frames(
         hub.core.client_frame(client, enc(type="FILE_STAT", id="c", payload={"path": "a"})), peer
     )
@@ -397,7 +336,7 @@ def test_same_machine_takes_over_old_gets_revoked_then_4427() -> None:
     }
     assert closes(actions, old)[0].code == 4427
     assert frames(actions, new)[0]["type"] == "HELLO_ACK"
-    assert hub.core.sessions["s1"].owner is new_link
+    assert hub.core.sessions["alice", "s1"].owner is new_link
     # the idempotent request the old connection held is re-issued, not orphaned
     assert [f["type"] for f in frames(actions, new)] == ["HELLO_ACK", "FILE_STAT"]
     assert not frames(actions, client.peer)
@@ -414,7 +353,7 @@ def test_different_machine_is_refused_and_owner_untouched() -> None:
     assert json.loads(close.reason)["error"] == "SESSION_TAKEN_OVER"
     assert not frames(actions, intruder)  # no ACK
     assert not frames(actions, owner) and not closes(actions, owner)
-    assert hub.core.sessions["s1"].owner is owner_link
+    assert hub.core.sessions["alice", "s1"].owner is owner_link
 
 
 def test_evict_old_reading_always_evicts_the_owner() -> None:
@@ -435,7 +374,7 @@ def test_last_write_wins_is_silent() -> None:
     link = hub.core.agent_opened(newcomer, user="alice", session_id="s1")
     actions = hub.core.agent_frame(link, hello("b"))
     assert not frames(actions, owner) and not closes(actions, owner)
-    assert hub.core.sessions["s1"].owner is link
+    assert hub.core.sessions["alice", "s1"].owner is link
 
 
 def test_keepalive_ping_pong_and_timeout() -> None:
@@ -468,7 +407,7 @@ def test_hello_timeout() -> None:
 def test_revoke_and_shutdown() -> None:
     hub = Hub()
     agent, _, _ = hub.agent()
-    actions = hub.core.revoke("s1")
+    actions = hub.core.revoke("alice", "s1")
     assert frames(actions, agent)[0]["payload"]["reason"] == "user_revoked"
     assert closes(actions, agent)[0].code == 4428
     hub2 = Hub()
@@ -517,9 +456,9 @@ def test_control_connection_without_directory_browse_is_refused() -> None:
     assert closes(actions, peer)
 
 
-def test_machine_clients_send_only_control_requests_for_their_own_sessions() -> None:
+def test_machine_clients_send_only_control_requests_for_live_sessions() -> None:
     hub = Hub()
-    hub.core._authority = lambda user, session: session.startswith("mine")
+    hub.authority = lambda user, session: not session.startswith("revoked")
     agent, _, _ = control(hub)
     peer = Peer("mc")
     client = hub.core.machine_client_opened(peer, user="alice", machine_id="m1")
@@ -532,10 +471,14 @@ def test_machine_clients_send_only_control_requests_for_their_own_sessions() -> 
         frames(hub.core.client_frame(client, data), peer)[0]["payload"]["code"]
         == "MESSAGE_NOT_ALLOWED"
     )
-    foreign = enc(type="ACTIVATE_SESSION", id="a", payload={"session_id": "theirs", "revision": 1})
-    actions = hub.core.client_frame(client, foreign)
+    mine = enc(type="ACTIVATE_SESSION", id="a", payload={"session_id": "mine", "revision": 1})
+    assert frames(hub.core.client_frame(client, mine), agent)[0]["type"] == "ACTIVATE_SESSION"
+    revoked = enc(
+        type="ACTIVATE_SESSION", id="r", payload={"session_id": "revoked-1", "revision": 1}
+    )
+    actions = hub.core.client_frame(client, revoked)
     assert not frames(actions, agent)
-    assert frames(actions, peer)[0]["payload"]["code"] == "SESSION_NOT_FOUND"
+    assert frames(actions, peer)[0]["payload"]["code"] == "SESSION_REVOKED"
 
 
 def test_idle_stopped_session_is_restored_transparently() -> None:
@@ -557,7 +500,7 @@ def test_idle_stopped_session_is_restored_transparently() -> None:
         "root_grant": "v1.abc.def",
     }
     hub.core.agent_frame(link, enc(type="SESSION_ATTACHED", id=sent["id"], payload=attached))
-    assert hub.core.sessions["s1"].root_grant == "v1.abc.def"
+    assert hub.core.sessions["alice", "s1"].root_grant == "v1.abc.def"
     # no data connection for s1: a request triggers RESTORE_SESSION on the control link
     data_peer, data_client = hub.client("s1")
     actions = hub.core.client_frame(

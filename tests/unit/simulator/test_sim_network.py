@@ -136,3 +136,37 @@ def test_refusals_and_partitioned_connects() -> None:
 
     status, why = run_virtual(main())
     assert status == 401 and "partition" in why
+
+
+def test_a_sender_waits_while_its_peer_has_a_window_unread() -> None:
+    """Bounded like TCP: a peer that stops reading pushes back on its sender."""
+
+    async def main() -> tuple[int, int, bool]:
+        network = SimNetwork(random.Random(1), window_bytes=1000)
+        node, hub = await pair(network)
+        sent = 0
+
+        async def flood() -> None:
+            nonlocal sent
+            while True:
+                await hub.send(b"x" * 300)
+                sent += 1
+
+        task = asyncio.ensure_future(flood())
+        await asyncio.sleep(5)
+        blocked_at = sent
+        for _ in range(3):
+            await node.recv()
+        await asyncio.sleep(5)
+        after_reads = sent
+        network.abort(node)
+        await asyncio.sleep(1)
+        ended = task.done()
+        if not ended:
+            task.cancel()
+        return blocked_at, after_reads, ended and isinstance(task.exception(), TransportClosed)
+
+    blocked_at, after_reads, ended = run_virtual(main())
+    assert blocked_at == 4  # 1200 bytes unread: the fifth send waits
+    assert after_reads == blocked_at + 3  # each read made room for one more
+    assert ended  # a dropped connection releases the waiting sender

@@ -166,3 +166,26 @@ def test_every_message_type_has_a_model_that_decodes_its_minimal_payload() -> No
 def test_ack_always_carries_ok() -> None:
     data = encode_message("ACK", "a", Ack(ok=True), ts=0.0, version="1.1")
     assert b'"payload":{"ok":true}' in data
+
+
+def test_deeply_nested_json_is_invalid_message_with_the_id() -> None:
+    """Before: msgspec's RecursionError escaped, and took the caller's handler with it."""
+    deep = b"[" * 1000 + b"]" * 1000
+    with pytest.raises(WireError) as refused:
+        decode_envelope(b'{"type":"FILE_STAT","id":"deep","payload":' + deep + b"}")
+    assert refused.value.code == ExtensionCode.INVALID_MESSAGE
+    assert "nested" in refused.value.message
+    assert refused.value.request_id == "deep"
+    with pytest.raises(WireError) as refused:
+        decode_envelope(b'{"payload":' + deep + b',"id":"first","type":"X"}')
+    assert refused.value.request_id is None  # the id comes after the nesting
+
+
+def test_deeply_nested_payload_fields_are_invalid_message() -> None:
+    """Whichever stage meets the nesting (skipping the raw payload or decoding it)."""
+    deep = b"[" * 1000 + b"]" * 1000
+    data = b'{"type":"FILE_STAT","id":"q","payload":{"path":"a","x":' + deep + b"}}"
+    with pytest.raises(WireError) as refused:
+        decode_payload(decode_envelope(data))
+    assert refused.value.code == ExtensionCode.INVALID_MESSAGE
+    assert refused.value.request_id == "q"
