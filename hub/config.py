@@ -114,3 +114,29 @@ class HubConfig:
                 raise ValueError(f"{name} must be positive")
         if self.overload_retries < 0 or self.command_slack < 0:
             raise ValueError("overload_retries and command_slack must not be negative")
+
+
+#: The hub's tunable limits, by the one name each goes by: `tetherbed hub
+#: --NAME-WITH-DASHES` on the command line and `hub.options.NAME` in a
+#: scenario. The value is the HubConfig attribute it sets.
+TUNABLE_OPTIONS: dict[str, str] = {
+    "max_file_size": "max_file_size_bytes",
+    "command_timeout": "command_timeout_seconds",
+    "max_concurrent": "max_concurrent",
+    "ping_interval": "ping_interval",
+    "pong_timeout": "pong_timeout",
+    "queue_limit": "queue_limit",
+    "retry_window": "retry_window",
+    "request_timeout": "request_timeout",
+    "command_slack": "command_slack",
+    "overload_backoff": "overload_backoff",
+    "overload_retries": "overload_retries",
+    "handshake_timeout": "handshake_timeout",
+    "slow_consumer_seconds": "slow_consumer_seconds",
+    "slow_consumer_bytes": "slow_consumer_bytes",
+}
+
+
+def option_flag(name: str) -> str:
+    """The command-line flag of a tunable option."""
+    return "--" + name.replace("_", "-")

@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from tetherbed.client.errors import CONNECTION_LOST
 from tetherbed.simulator.recorder import Recorder
 from tetherbed.simulator.scenario import ClientSpec
 from tetherbed.simulator.targets.adapters import (
@@ -31,11 +32,19 @@ from tetherbed.simulator.targets.adapters import (
 )
 from tetherbed.simulator.wiretap.digest import payload_digest
 from tetherbed.wire.catalog import STREAMING_RESPONSES
+from tetherbed.wire.codes import ErrorCode, ExtensionCode
 from tetherbed.wire.messages import MessageType
 
 #: Error codes after which the request may have happened: recorded as `info`.
 UNKNOWN_OUTCOME_CODES = frozenset(
-    {"OUTCOME_UNKNOWN", "AGENT_DISCONNECTED", "INTERNAL_ERROR", "CONNECTION_LOST"}
+    {
+        ExtensionCode.OUTCOME_UNKNOWN,
+        ExtensionCode.AGENT_DISCONNECTED,
+        ExtensionCode.AGENT_TIMEOUT,  # the agent may still be running it
+        ExtensionCode.UNEXPECTED_ANSWER_TYPE,  # answered, not with what the request asks
+        ErrorCode.INTERNAL_ERROR,
+        CONNECTION_LOST,
+    }
 )
 
 #: Content longer than this is summarised by its digest in the history.

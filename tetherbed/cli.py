@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from tetherbed import __version__
 from tetherbed.agent.config import AGENT_DEFECTS
-from tetherbed.hub.config import HUB_DEFECTS, OwnershipPolicy
+from tetherbed.hub.config import HUB_DEFECTS, TUNABLE_OPTIONS, OwnershipPolicy
 from tetherbed.runtime import event_loop
 from tetherbed.wire.version import CURRENT_TEXT
 
@@ -340,22 +340,7 @@ def _hub(args: argparse.Namespace) -> int:
         defects=frozenset(args.defect),
         protocol_version=args.protocol_version,
     )
-    for option, field in [
-        ("max_file_size", "max_file_size_bytes"),
-        ("command_timeout", "command_timeout_seconds"),
-        ("max_concurrent", "max_concurrent"),
-        ("ping_interval", "ping_interval"),
-        ("pong_timeout", "pong_timeout"),
-        ("queue_limit", "queue_limit"),
-        ("retry_window", "retry_window"),
-        ("request_timeout", "request_timeout"),
-        ("command_slack", "command_slack"),
-        ("overload_backoff", "overload_backoff"),
-        ("overload_retries", "overload_retries"),
-        ("handshake_timeout", "handshake_timeout"),
-        ("slow_consumer_seconds", "slow_consumer_seconds"),
-        ("slow_consumer_bytes", "slow_consumer_bytes"),
-    ]:
+    for option, field in TUNABLE_OPTIONS.items():
         value = getattr(args, option)
         if value is not None:
             setattr(config, field, value)

@@ -30,6 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tetherbed.hub.config import TUNABLE_OPTIONS, option_flag
 from tetherbed.launch import ManagedProcess, spawn_tetherbed
 from tetherbed.runtime import event_loop
 from tetherbed.runtime.transport import MessageTransport
@@ -65,13 +66,7 @@ T = TypeVar("T")
 
 #: Scenario hub options → `tetherbed hub` flags.
 _HUB_FLAGS = {
-    "max_concurrent": "--max-concurrent",
-    "max_file_size": "--max-file-size",
-    "command_timeout": "--command-timeout",
-    "ping_interval": "--ping-interval",
-    "pong_timeout": "--pong-timeout",
-    "retry_window": "--retry-window",
-    "queue_limit": "--queue-limit",
+    **{option: option_flag(option) for option in TUNABLE_OPTIONS},
     "ownership": "--ownership",
     "protocol_version": "--protocol-version",
 }

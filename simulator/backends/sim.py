@@ -20,7 +20,7 @@ from tetherbed.agent.audit.sink import NullAuditSink
 from tetherbed.agent.config import AgentConfig, Limits
 from tetherbed.agent.operations import DataOperations
 from tetherbed.agent.runtime import AgentRuntime
-from tetherbed.hub.config import HubConfig, OwnershipPolicy
+from tetherbed.hub.config import TUNABLE_OPTIONS, HubConfig, OwnershipPolicy
 from tetherbed.hub.store import HubStore
 from tetherbed.runtime.transport import MessageTransport
 from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
@@ -43,19 +43,11 @@ _HUB_FIELDS = {"session", "machine"}
 def hub_config(options: dict[str, Any]) -> HubConfig:
     """A HubConfig from a scenario's hub options (also used by other backends)."""
     config = HubConfig()
-    names = {
-        "max_concurrent": "max_concurrent",
-        "max_file_size": "max_file_size_bytes",
-        "command_timeout": "command_timeout_seconds",
-        "ping_interval": "ping_interval",
-        "pong_timeout": "pong_timeout",
-        "retry_window": "retry_window",
-        "queue_limit": "queue_limit",
-        "protocol_version": "protocol_version",
-    }
-    for option, attribute in names.items():
+    for option, attribute in TUNABLE_OPTIONS.items():
         if option in options:
             setattr(config, attribute, options[option])
+    if "protocol_version" in options:
+        config.protocol_version = options["protocol_version"]
     if "ownership" in options:
         config.ownership = OwnershipPolicy(options["ownership"])
     if "defects" in options:
@@ -320,7 +312,7 @@ class SimBackend(Backend):
     async def revoke(self, session: str, user: str) -> None:
         if self.hub is None:
             raise BackendError("the hub is not running")
-        self.hub.revoke(session)
+        self.hub.revoke(session, user)
 
     # --- history -----------------------------------------------------------------------
 
