@@ -129,12 +129,13 @@ class AgentProtocol:
         """An operation failed with a typed error: answer ERROR and release its slot."""
         return self.complete(request_id, MessageType.ERROR, error_payload(error))
 
-    def emit(self, request_id: str, kind: MessageType, payload: Payload) -> list[Action]:
-        """A non-terminal frame of a streaming request, which keeps its slot.
+    def streaming(self, request_id: str) -> bool:
+        """Whether frames of this request can still go out (its connection lives)."""
+        return self.state is State.OPEN and request_id in self.in_flight
 
-        Nothing streams yet; the local LLM work sends LOCAL_LLM_COMPLETION_CHUNK
-        frames through this before the request's terminal answer.
-        """
+    def emit(self, request_id: str, kind: MessageType, payload: Payload) -> list[Action]:
+        """A non-terminal frame of a streaming request (a LOCAL_LLM_COMPLETION_CHUNK),
+        which keeps its slot and carries no pending_capacity: it is not a response."""
         if request_id not in self.in_flight or self.state is not State.OPEN:
             return []
         return [Send(self._encode(kind, request_id, payload, capacity=False))]

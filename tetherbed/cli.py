@@ -140,6 +140,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="advertise a serial port in HELLO (hardware_serial); repeatable",
     )
     agent.add_argument(
+        "--ollama-url",
+        default=None,
+        metavar="URL",
+        help="an Ollama-compatible backend, e.g. http://127.0.0.1:11434: its models are "
+        "advertised as local_llm and LOCAL_LLM_COMPLETION is served by it",
+    )
+    agent.add_argument(
+        "--ollama-model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="advertise only this of the backend's models (repeatable; default: all)",
+    )
+    agent.add_argument(
+        "--ollama-timeout",
+        type=_positive_float,
+        default=50.0,
+        help="seconds to wait for the backend's next token, loading included (50)",
+    )
+    agent.add_argument(
         "--display",
         default=None,
         help="X display for computer use (default: $DISPLAY; '' turns computer use off)",
@@ -183,6 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "native",
         help="the native automation adapter (crossdesk-automation/1 over stdio)",
+        add_help=False,
+    )
+    commands.add_parser(
+        "llm-server",
+        help="an Ollama-compatible LLM server with deterministic output (for the test bed)",
         add_help=False,
     )
     commands.add_parser(
@@ -285,6 +310,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tetherbed.simulator.proxy.cli import main as proxy_main
 
         return proxy_main([*level, *rest[1:]])
+    if rest[:1] == ["llm-server"]:
+        from tetherbed.simulator.peripherals.llm_server.server import main as llm_server_main
+
+        return llm_server_main([*level, *rest[1:]])
     if rest[:1] == ["run"]:
         from tetherbed.simulator.cli import main as run_main
 
@@ -463,6 +492,8 @@ def _agent(args: argparse.Namespace) -> int:
         if not path:
             return usage(f"--serial-port {item!r}: expected PATH=DESCRIPTION")
         serial_ports.append((path, description if sep else path))
+    if args.ollama_url is not None and not args.ollama_url.startswith(("http://", "https://")):
+        return usage(f"--ollama-url must be an http:// or https:// URL, got {args.ollama_url!r}")
     defaults = Limits()
     limits = Limits(
         max_file_size_bytes=args.max_file_size or defaults.max_file_size_bytes,
@@ -485,6 +516,9 @@ def _agent(args: argparse.Namespace) -> int:
         defects=frozenset(args.defect),
         protocol_version=args.protocol_version,
         serial_ports=serial_ports,
+        ollama_url=args.ollama_url or None,
+        ollama_models=list(args.ollama_model),
+        ollama_timeout=args.ollama_timeout,
         display=args.display,
         clipboard_read_own=args.clipboard_read_own,
         strict_wire=args.strict_wire,
