@@ -84,6 +84,9 @@ _ANSWERS = {
     for kind in (*catalog.DATA_REQUESTS, *catalog.CONTROL_REQUESTS)
     if (answers := catalog.allowed_answers(kind)) is not None
 }
+#: Refusals that mean "busy, nothing ran": sent again after a back-off (the
+#: spec's auto-retry layer: "transient LOCAL_LLM_BUSY / SHIM_OVERLOADED").
+_REFUSED_BUSY = frozenset({str(ErrorCode.SHIM_OVERLOADED), str(ErrorCode.LOCAL_LLM_BUSY)})
 #: Late answers remembered per agent connection, to tell them from strays.
 _ABANDONED_KEPT = 1024
 
@@ -825,6 +828,7 @@ class HubCore:
                 return actions
         else:
             route.deadline = self._monotonic() + self._request_timeout
+            route.streamed = True
         client = route.client
         if client is None:
             self._hub_answer(link, route, envelope, actions)
@@ -875,13 +879,14 @@ class HubCore:
     def _refused_unrun(
         self, link: AgentLink, route: Route, envelope: Envelope, actions: list[HubAction]
     ) -> bool:
-        """SHIM_OVERLOADED means the agent ran nothing: send it again after a
-        back-off, a bounded number of times, then let the client have the refusal."""
+        """SHIM_OVERLOADED (and LOCAL_LLM_BUSY) mean the agent ran nothing: send
+        it again after a back-off, a bounded number of times, then let the client
+        have the refusal."""
         try:
             code = _error_code.decode(envelope.payload).code
         except (msgspec.MsgspecError, RecursionError):
             return False
-        if code != ErrorCode.SHIM_OVERLOADED:
+        if code not in _REFUSED_BUSY:
             return False
         target = link.target
         if target is None or link.state is not _READY:
@@ -906,6 +911,7 @@ class HubCore:
                     "kind": route.kind,
                     "refusals": route.refusals,
                     "delay": delay,
+                    "code": code,
                 },
             )
         )
@@ -1114,7 +1120,7 @@ class HubCore:
             if client is None or client.closed:
                 continue
             route.may_have_run = True
-            if can_retry(route, everything=self._retry_everything):
+            if not route.streamed and can_retry(route, everything=self._retry_everything):
                 retry.append(prepare_retry(route))
             else:
                 self._answer_lost(route, actions)
