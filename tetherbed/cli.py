@@ -492,7 +492,7 @@ def _agent(args: argparse.Namespace) -> int:
         if not path:
             return usage(f"--serial-port {item!r}: expected PATH=DESCRIPTION")
         serial_ports.append((path, description if sep else path))
-    if args.ollama_url is not None and not args.ollama_url.startswith(("http://", "https://")):
+    if args.ollama_url and not args.ollama_url.startswith(("http://", "https://")):
         return usage(f"--ollama-url must be an http:// or https:// URL, got {args.ollama_url!r}")
     defaults = Limits()
     limits = Limits(
