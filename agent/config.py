@@ -84,6 +84,9 @@ class AgentConfig:
     ollama_models: list[str] = field(default_factory=list)
     #: The longest wait for the backend's next line (the first includes loading).
     ollama_timeout: float = 50.0
+    #: FILE_DELETE moves entries into this freedesktop.org Trash folder
+    #: (files/ and info/*.trashinfo) instead of unlinking them.
+    recycle_bin: str | None = None
     #: The X display computer use drives (default: $DISPLAY); "" turns it off.
     display: str | None = None
     #: Let CLIPBOARD_READ return what the agent itself wrote in the last 30 s.

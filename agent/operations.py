@@ -8,6 +8,7 @@ deterministic loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -15,7 +16,8 @@ from pathlib import Path
 
 from tetherbed.agent.computer_use.service import ComputerUse
 from tetherbed.agent.config import Limits
-from tetherbed.agent.files import FILE_OPERATIONS
+from tetherbed.agent.files import FILE_OPERATIONS, delete_path
+from tetherbed.agent.files.recycle_bin import RecycleBin
 from tetherbed.agent.local_llm import LocalLlm
 from tetherbed.agent.local_llm.service import Emit
 from tetherbed.agent.path_jail import PathJail
@@ -51,6 +53,7 @@ class DataOperations:
         computer_use: ComputerUse | None = None,
         temporaries_dir: Path | None = None,
         local_llm: LocalLlm | None = None,
+        recycle_bin: str | None = None,
     ) -> None:
         """`offload=False` and a `shell` interpreter keep everything on one
         virtual-time loop (the simulator); the defaults are the real thing.
@@ -69,6 +72,10 @@ class DataOperations:
         self._shell = shell
         self.computer_use = computer_use
         self.local_llm = local_llm
+        #: FILE_DELETE moves entries here instead of unlinking (--recycle-bin).
+        self.recycle_bin = (
+            RecycleBin(recycle_bin, root=self.jail.root, clock=clock) if recycle_bin else None
+        )
 
     @property
     def root(self) -> str:
@@ -120,6 +127,8 @@ class DataOperations:
                 ErrorCode.FEATURE_NOT_SUPPORTED, f"this agent does not implement {kind}"
             )
         response_kind, operation = entry
+        if kind is MessageType.FILE_DELETE and self.recycle_bin is not None:
+            operation = functools.partial(delete_path, recycle_bin=self.recycle_bin)
         if self._offload:
             response = await asyncio.to_thread(operation, payload, self.jail, self.limits)
         else:

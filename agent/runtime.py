@@ -164,6 +164,7 @@ class AgentRuntime:
             computer_use=computer_use,
             temporaries_dir=state_dir / "temporaries",
             local_llm=self._local_llm(),
+            recycle_bin=self.config.recycle_bin,
         )
 
     def _local_llm(self) -> Any:

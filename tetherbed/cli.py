@@ -140,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="advertise a serial port in HELLO (hardware_serial); repeatable",
     )
     agent.add_argument(
+        "--recycle-bin",
+        default=None,
+        metavar="DIR",
+        help="FILE_DELETE moves entries into DIR (freedesktop.org Trash layout: files/ and "
+        "info/NAME.trashinfo restore records) instead of unlinking them; outside --root",
+    )
+    agent.add_argument(
         "--ollama-url",
         default=None,
         metavar="URL",
@@ -476,6 +483,10 @@ def _agent(args: argparse.Namespace) -> int:
         if not root.is_dir():
             return usage(f"--root {args.root} is not a directory")
         root_text = str(root.resolve())
+        if args.recycle_bin:
+            bin_path = Path(args.recycle_bin).resolve()
+            if bin_path == Path(root_text) or Path(root_text) in bin_path.parents:
+                return usage(f"--recycle-bin {args.recycle_bin} must be outside --root")
     else:
         if args.root:
             return usage("--root applies to a session; use --browse-root in control mode")
@@ -516,6 +527,7 @@ def _agent(args: argparse.Namespace) -> int:
         defects=frozenset(args.defect),
         protocol_version=args.protocol_version,
         serial_ports=serial_ports,
+        recycle_bin=args.recycle_bin,
         ollama_url=args.ollama_url or None,
         ollama_models=list(args.ollama_model),
         ollama_timeout=args.ollama_timeout,
