@@ -18,12 +18,14 @@ from tetherbed.agent.computer_use.service import ComputerUse
 from tetherbed.agent.config import Limits
 from tetherbed.agent.files import FILE_OPERATIONS, delete_path
 from tetherbed.agent.files.recycle_bin import RecycleBin
+from tetherbed.agent.hardware import SerialPorts
 from tetherbed.agent.local_llm import LocalLlm
 from tetherbed.agent.local_llm.service import Emit
 from tetherbed.agent.path_jail import PathJail
 from tetherbed.agent.shell import run_command
 from tetherbed.agent.temporaries import TemporaryLedger
 from tetherbed.runtime.clock import Clock
+from tetherbed.wire import serial_io
 from tetherbed.wire.codes import ErrorCode
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import (
@@ -54,6 +56,7 @@ class DataOperations:
         temporaries_dir: Path | None = None,
         local_llm: LocalLlm | None = None,
         recycle_bin: str | None = None,
+        serial_ports: SerialPorts | None = None,
     ) -> None:
         """`offload=False` and a `shell` interpreter keep everything on one
         virtual-time loop (the simulator); the defaults are the real thing.
@@ -72,6 +75,8 @@ class DataOperations:
         self._shell = shell
         self.computer_use = computer_use
         self.local_llm = local_llm
+        #: The serial extension's open ports (None: no serial ports here).
+        self.serial_ports = serial_ports
         #: FILE_DELETE moves entries here instead of unlinking (--recycle-bin).
         self.recycle_bin = (
             RecycleBin(recycle_bin, root=self.jail.root, clock=clock) if recycle_bin else None
@@ -89,15 +94,19 @@ class DataOperations:
         self.temporaries.close()
 
     async def on_disconnect(self) -> None:
-        """Input held down by a request must not outlive its connection."""
+        """Input held down, or a port opened, by a request must not outlive its connection."""
         if self.computer_use is not None:
             await self.computer_use.release_all()
+        if self.serial_ports is not None:
+            await self.serial_ports.close_all()
 
     async def run(self, kind: MessageType, payload: Payload, emit: Emit | None = None) -> Reply:
         """Perform one request; raises ProtocolError with the spec's code.
 
         `emit` sends a streaming request's non-terminal frames (the chunks of
         LOCAL_LLM_COMPLETION) before the answer this returns."""
+        if kind in serial_io.REQUESTS and self.serial_ports is not None:
+            return await self.serial_ports.run(kind, payload)  # type: ignore[return-value]
         if kind is MessageType.LOCAL_LLM_COMPLETION:
             assert isinstance(payload, LocalLlmCompletion)
             if self.local_llm is None:  # never granted: the protocol refused it already

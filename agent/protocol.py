@@ -24,12 +24,14 @@ import logging
 from collections.abc import Callable
 from enum import Enum, auto
 
+import msgspec
+
 from tetherbed.agent.actions import Action, Close, Log, Ready, Revoked, Run, Send
 from tetherbed.agent.config import Limits
 from tetherbed.agent.exit_codes import AgentExit
 from tetherbed.agent.spec_codes import error_payload
 from tetherbed.runtime.clock import Clock
-from tetherbed.wire import catalog, strict
+from tetherbed.wire import catalog, serial_io, strict
 from tetherbed.wire.codes import CloseCode, ErrorCode, ExtensionCode
 from tetherbed.wire.envelope import (
     Envelope,
@@ -172,6 +174,8 @@ class AgentProtocol:
             envelope.version, self.version
         ):
             return [Log("error", f"dropped {envelope.type} frame with version {envelope.version}")]
+        if envelope.type in serial_io.REQUESTS and serial_io.CAPABILITY in self.granted:
+            return self._admit_extension(envelope)
         try:
             kind = MessageType(envelope.type)
         except ValueError:
@@ -329,6 +333,46 @@ class AgentProtocol:
             return self._reject(exc)
         self.in_flight.add(request_id)
         return [Run(request_id, kind, payload, envelope.payload)]
+
+    def _admit_extension(self, envelope: Envelope) -> list[Action]:
+        """A request of the serial extension, which this connection negotiated."""
+        request_id = envelope.id
+        if not request_id or self._control:
+            return self._reject(
+                ProtocolError(
+                    ExtensionCode.MESSAGE_NOT_ALLOWED,
+                    f"{envelope.type} needs an id and a data connection",
+                    request_id=request_id,
+                )
+            )
+        if request_id in self.in_flight:
+            return self._reject(
+                ProtocolError(
+                    ExtensionCode.DUPLICATE_REQUEST_ID,
+                    f"request id {request_id!r} is already in flight",
+                    request_id=request_id,
+                )
+            )
+        if self.free_slots == 0:
+            return self._reject(
+                ProtocolError(
+                    ErrorCode.SHIM_OVERLOADED,
+                    f"{len(self.in_flight)} requests in flight",
+                    request_id=request_id,
+                )
+            )
+        try:
+            payload = serial_io.decode_request(envelope.type, envelope.payload)
+        except (msgspec.MsgspecError, RecursionError) as exc:
+            return self._reject(
+                ProtocolError(
+                    ExtensionCode.INVALID_MESSAGE,
+                    f"invalid {envelope.type} payload: {exc}",
+                    request_id=request_id,
+                )
+            )
+        self.in_flight.add(request_id)
+        return [Run(request_id, envelope.type, payload, envelope.payload)]  # type: ignore[arg-type]
 
     def _reject(self, error: ProtocolError) -> list[Action]:
         """Answer a frame that was not admitted; it held no slot."""

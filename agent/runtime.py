@@ -39,6 +39,7 @@ from tetherbed.agent.audit.sink import AuditSink, NullAuditSink
 from tetherbed.agent.backoff import Backoff
 from tetherbed.agent.config import AgentConfig, Limits
 from tetherbed.agent.exit_codes import AgentExit, exit_for_close
+from tetherbed.agent.hardware import HardwareConfig, SerialPorts
 from tetherbed.agent.hello import build_hello, default_machine_id
 from tetherbed.agent.local_llm.service import StreamAbandoned
 from tetherbed.agent.protocol import AgentProtocol
@@ -49,7 +50,7 @@ from tetherbed.wire.backoff import HEALTHY_AFTER_SECONDS
 from tetherbed.wire.catalog import STREAMING_REQUESTS
 from tetherbed.wire.codes import CloseCode, ErrorCode, is_fatal_close
 from tetherbed.wire.errors import ProtocolError
-from tetherbed.wire.messages import Ack, Capability, HardwareDevice, MessageType, Payload
+from tetherbed.wire.messages import Ack, Capability, MessageType, Payload
 
 log = logging.getLogger("tetherbed.agent")
 
@@ -104,6 +105,12 @@ class AgentRuntime:
         self.connector = connector
         self.backoff = Backoff(rng or random.Random())
         self.machine_id = config.machine_id or default_machine_id()
+        self.hardware = HardwareConfig(
+            serial_ports=tuple(config.serial_ports),
+            usb_devices=tuple(config.usb_devices),
+            gpio_lines=tuple(config.gpio_lines),
+            serial_io=config.serial_io,
+        )
         self._desktop: Any = None
         state_dir = Path(config.state_dir) if config.state_dir else default_state_dir()
         self.audit = audit or AuditSink(
@@ -165,6 +172,7 @@ class AgentRuntime:
             temporaries_dir=state_dir / "temporaries",
             local_llm=self._local_llm(),
             recycle_bin=self.config.recycle_bin,
+            serial_ports=SerialPorts(self.hardware) if self.config.serial_ports else None,
         )
 
     def _local_llm(self) -> Any:
@@ -213,7 +221,9 @@ class AgentRuntime:
             caps.append(Capability.COMPUTER_USE)
         if not self.control_mode and self._llm_models:
             caps.append(Capability.LOCAL_LLM)
-        if self.config.serial_ports:
+        if not self.control_mode:
+            caps += self.hardware.capabilities()  # type: ignore[arg-type]
+        elif self.config.serial_ports:
             caps.append(Capability.HARDWARE_SERIAL)
         return caps
 
@@ -344,10 +354,7 @@ class AgentRuntime:
             capabilities=self.capabilities(),
             allowed_root=self.config.root if not self.control_mode else None,
             protocol_version=self.config.protocol_version,
-            hardware_devices=[
-                HardwareDevice(type="serial", port=port, desc=desc)
-                for port, desc in self.config.serial_ports
-            ],
+            hardware_devices=self.hardware.devices(),
             local_llm_models=self._llm_models,
             screen_resolution=self._desktop.screen_resolution if self._desktop else None,
             computer_use_features=self._desktop.features if self._desktop else None,

@@ -49,7 +49,7 @@ from tetherbed.hub.request_policy import answer_budget, capacity_from, overload_
 from tetherbed.hub.retry import can_retry, prepare_retry
 from tetherbed.hub.timers import Timers
 from tetherbed.runtime.clock import Clock
-from tetherbed.wire import catalog
+from tetherbed.wire import catalog, serial_io
 from tetherbed.wire.codes import CloseCode, ErrorCode, ExtensionCode
 from tetherbed.wire.envelope import (
     Envelope,
@@ -87,6 +87,7 @@ _ANSWERS = {
 #: Refusals that mean "busy, nothing ran": sent again after a back-off (the
 #: spec's auto-retry layer: "transient LOCAL_LLM_BUSY / SHIM_OVERLOADED").
 _REFUSED_BUSY = frozenset({str(ErrorCode.SHIM_OVERLOADED), str(ErrorCode.LOCAL_LLM_BUSY)})
+_ANSWERS.update({kind: frozenset({answer, _ERROR}) for kind, answer in serial_io.ANSWERS.items()})
 #: Late answers remembered per agent connection, to tell them from strays.
 _ABANDONED_KEPT = 1024
 
@@ -247,8 +248,11 @@ class HubCore:
             return (Send(client.peer, self._error_frame(None, error)),)
         hub_api = kind == SESSION_INFO_REQUEST and target.is_session
         if kind not in target.allowed and not hub_api:
-            error = _not_relayable(envelope, target.kind)
-            return (Send(client.peer, self._error_frame(request_id, error)),)
+            error = _extension_refusal(target, kind) if kind in serial_io.REQUESTS else None
+            if error is None and kind not in serial_io.REQUESTS:
+                error = _not_relayable(envelope, target.kind)
+            if error is not None:
+                return (Send(client.peer, self._error_frame(request_id, error)),)
         if request_id in client.inflight:
             error = ProtocolError(
                 ExtensionCode.DUPLICATE_REQUEST_ID,
@@ -1232,6 +1236,22 @@ def _answer_too_large(route: Route, size: int) -> ProtocolError:
         ExtensionCode.FRAME_TOO_LARGE,
         f"the agent's answer to {route.kind} would be {size} bytes as relayed, over the "
         f"{FRAME_LIMIT_BYTES}-byte frame limit; read it in smaller ranges",
+    )
+
+
+def _extension_refusal(target: Target, kind: str) -> ProtocolError | None:
+    """Why a serial-extension request cannot go to this target's agent (None: it can).
+
+    Only an agent that negotiated the extension may ever see its frames."""
+    owner = target.owner
+    if target.is_session and owner is not None and serial_io.CAPABILITY in owner.granted:
+        return None
+    where = f"session {target.key}" if target.is_session else "a machine's control connection"
+    return ProtocolError(
+        ErrorCode.CAPABILITY_NOT_GRANTED,
+        f"{kind}: the agent serving {where} has not negotiated the serial I/O extension "
+        f"({serial_io.CAPABILITY})",
+        details={"capability": serial_io.CAPABILITY},
     )
 
 

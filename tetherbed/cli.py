@@ -34,6 +34,10 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _hex4(text: str) -> bool:
+    return len(text) == 4 and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
 def _positive_float(text: str) -> float:
     value = float(text)
     if value <= 0:
@@ -138,6 +142,25 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="PATH=DESCRIPTION",
         help="advertise a serial port in HELLO (hardware_serial); repeatable",
+    )
+    agent.add_argument(
+        "--usb-device",
+        action="append",
+        default=[],
+        metavar="VID:PID=DESCRIPTION",
+        help="advertise a USB device in HELLO (hardware_usb; no I/O); repeatable",
+    )
+    agent.add_argument(
+        "--gpio-line",
+        action="append",
+        default=[],
+        metavar="CHIP:LINE=DESCRIPTION",
+        help="advertise a GPIO line, e.g. gpiochip0:17=LED (hardware_gpio; no I/O); repeatable",
+    )
+    agent.add_argument(
+        "--no-serial-io",
+        action="store_true",
+        help="do not offer the serial I/O extension (tetherbed.serial_io) with --serial-port",
     )
     agent.add_argument(
         "--recycle-bin",
@@ -503,6 +526,19 @@ def _agent(args: argparse.Namespace) -> int:
         if not path:
             return usage(f"--serial-port {item!r}: expected PATH=DESCRIPTION")
         serial_ports.append((path, description if sep else path))
+    usb_devices = []
+    for item in args.usb_device:
+        ids, sep, description = item.partition("=")
+        vid, colon, pid = ids.partition(":")
+        if not colon or not _hex4(vid) or not _hex4(pid):
+            return usage(f"--usb-device {item!r}: expected VID:PID=DESCRIPTION (4 hex digits each)")
+        usb_devices.append((vid.lower(), pid.lower(), description if sep else ids))
+    gpio_lines = []
+    for item in args.gpio_line:
+        line, sep, description = item.partition("=")
+        if ":" not in line:
+            return usage(f"--gpio-line {item!r}: expected CHIP:LINE=DESCRIPTION")
+        gpio_lines.append((line, description if sep else line))
     if args.ollama_url and not args.ollama_url.startswith(("http://", "https://")):
         return usage(f"--ollama-url must be an http:// or https:// URL, got {args.ollama_url!r}")
     defaults = Limits()
@@ -527,6 +563,9 @@ def _agent(args: argparse.Namespace) -> int:
         defects=frozenset(args.defect),
         protocol_version=args.protocol_version,
         serial_ports=serial_ports,
+        usb_devices=usb_devices,
+        gpio_lines=gpio_lines,
+        serial_io=not args.no_serial_io,
         recycle_bin=args.recycle_bin,
         ollama_url=args.ollama_url or None,
         ollama_models=list(args.ollama_model),
