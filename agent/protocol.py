@@ -310,23 +310,9 @@ class AgentProtocol:
                     request_id=request_id,
                 )
             )
-        if request_id in self.in_flight:
-            return self._reject(
-                ProtocolError(
-                    ExtensionCode.DUPLICATE_REQUEST_ID,
-                    f"request id {request_id!r} is already in flight",
-                    request_id=request_id,
-                )
-            )
-        if self.free_slots == 0:
-            return self._reject(
-                ProtocolError(
-                    ErrorCode.SHIM_OVERLOADED,
-                    f"{len(self.in_flight)} requests in flight, max_concurrent is "
-                    f"{self.limits.max_concurrent}",
-                    request_id=request_id,
-                )
-            )
+        refusal = self._slot_refusal(request_id)
+        if refusal is not None:
+            return self._reject(refusal)
         try:
             payload = decode_payload(envelope, kind)
         except WireError as exc:
@@ -345,22 +331,9 @@ class AgentProtocol:
                     request_id=request_id,
                 )
             )
-        if request_id in self.in_flight:
-            return self._reject(
-                ProtocolError(
-                    ExtensionCode.DUPLICATE_REQUEST_ID,
-                    f"request id {request_id!r} is already in flight",
-                    request_id=request_id,
-                )
-            )
-        if self.free_slots == 0:
-            return self._reject(
-                ProtocolError(
-                    ErrorCode.SHIM_OVERLOADED,
-                    f"{len(self.in_flight)} requests in flight",
-                    request_id=request_id,
-                )
-            )
+        refusal = self._slot_refusal(request_id)
+        if refusal is not None:
+            return self._reject(refusal)
         try:
             payload = serial_io.decode_request(envelope.type, envelope.payload)
         except (msgspec.MsgspecError, RecursionError) as exc:
@@ -373,6 +346,23 @@ class AgentProtocol:
             )
         self.in_flight.add(request_id)
         return [Run(request_id, envelope.type, payload, envelope.payload)]  # type: ignore[arg-type]
+
+    def _slot_refusal(self, request_id: str) -> ProtocolError | None:
+        """Why a request cannot take a slot now: its id is in use, or none is free."""
+        if request_id in self.in_flight:
+            return ProtocolError(
+                ExtensionCode.DUPLICATE_REQUEST_ID,
+                f"request id {request_id!r} is already in flight",
+                request_id=request_id,
+            )
+        if self.free_slots == 0:
+            return ProtocolError(
+                ErrorCode.SHIM_OVERLOADED,
+                f"{len(self.in_flight)} requests in flight, max_concurrent is "
+                f"{self.limits.max_concurrent}",
+                request_id=request_id,
+            )
+        return None
 
     def _reject(self, error: ProtocolError) -> list[Action]:
         """Answer a frame that was not admitted; it held no slot."""

@@ -135,12 +135,7 @@ class ScenarioClient:
     def _on_chunk(self, answer: Answer) -> None:
         """A streamed frame (LOCAL_LLM_COMPLETION_CHUNK): a `chunk` event under its
         request, with its text and finish_reason, for `llm_streams` to judge."""
-        try:
-            payload = msgspec.json.decode(answer.payload or b"{}")
-        except msgspec.MsgspecError:
-            payload = {}
-        if not isinstance(payload, dict):
-            payload = {}
+        payload = _payload_of(answer)
         value = {
             "type": answer.kind,
             "delta": _keep_text(payload.get("delta")),
@@ -177,15 +172,19 @@ class ScenarioClient:
             self._complete(request_id, "info", {"type": "ERROR", "code": "CONNECTION_LOST"})
 
 
-def _summary(answer: Answer) -> dict[str, Any]:
-    """The deterministic facts of an answer (no timestamps, paths or messages);
-    the client adds the digest of its payload, to follow it back to the agent."""
+def _payload_of(answer: Answer) -> dict[str, Any]:
+    """An answer's payload as a dict ({} when it is no JSON object)."""
     try:
         payload = msgspec.json.decode(answer.payload or b"{}")
     except msgspec.MsgspecError:
-        payload = {}
-    if not isinstance(payload, dict):
-        payload = {}
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
+def _summary(answer: Answer) -> dict[str, Any]:
+    """The deterministic facts of an answer (no timestamps, paths or messages);
+    the client adds the digest of its payload, to follow it back to the agent."""
+    payload = _payload_of(answer)
     kind = answer.kind
     summary: dict[str, Any] = {"type": kind}
     if kind == MessageType.ERROR:

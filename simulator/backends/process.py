@@ -194,10 +194,8 @@ class ProcessBackend(Backend):
         options = agent.spec.options.get("llm")
         if options is None:
             return
-        settings = dict(options)
-        reachable = bool(settings.pop("reachable", True))
         try:
-            config = LlmServerConfig.from_mapping(settings)
+            config, reachable = LlmServerConfig.from_scenario(options)
         except ValueError as exc:
             raise BackendError(f"{agent.spec.name}: options.llm: {exc}") from None
         if not reachable:  # a port nothing listens on: the backend is down

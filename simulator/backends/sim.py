@@ -117,10 +117,8 @@ class SimBackend(Backend):
         if options is None:
             return None
         if node.llm is None:
-            settings = dict(options)
-            reachable = bool(settings.pop("reachable", True))
             try:
-                config = LlmServerConfig.from_mapping(settings)
+                config, reachable = LlmServerConfig.from_scenario(options)
             except ValueError as exc:
                 raise BackendError(f"{node.spec.name}: options.llm: {exc}") from None
             runner = GenerationRunner(LlmServerCore(config), self.clock)

@@ -87,6 +87,14 @@ class LlmServerConfig:
                 values[name] = frozenset(values[name])
         return cls(**values)
 
+    @classmethod
+    def from_scenario(cls, options: Mapping[str, Any]) -> tuple[LlmServerConfig, bool]:
+        """A scenario's `options.llm`: the configuration, and whether anything
+        listens (`reachable: false` is a backend that is down)."""
+        settings = dict(options)
+        reachable = bool(settings.pop("reachable", True))
+        return cls.from_mapping(settings), reachable
+
     def to_arguments(self) -> list[str]:
         """The `tetherbed llm-server` flags that give this configuration."""
         args: list[str] = []
