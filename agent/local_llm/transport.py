@@ -9,9 +9,10 @@ backend hands the service an in-process one over the same server core
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import aiohttp
+if TYPE_CHECKING:  # aiohttp is imported when first used: it costs an agent ~0.5 s to start
+    import aiohttp
 
 #: The longest NDJSON line accepted from the backend (one token's object).
 MAX_LINE_BYTES = 1024 * 1024
@@ -45,8 +46,11 @@ class OllamaTransport(Protocol):
 
 class _HttpResponse:
     def __init__(self, response: aiohttp.ClientResponse) -> None:
+        import aiohttp
+
         self._response = response
         self.status = response.status
+        self._errors: tuple[type[BaseException], ...] = (aiohttp.ClientError, ValueError)
 
     async def lines(self) -> AsyncIterator[bytes]:
         content = self._response.content
@@ -58,13 +62,13 @@ class _HttpResponse:
                 if len(line) > MAX_LINE_BYTES:
                     raise BackendUnavailable(f"a stream line over {MAX_LINE_BYTES} bytes")
                 yield line
-        except (aiohttp.ClientError, ValueError) as exc:
+        except self._errors as exc:
             raise BackendUnavailable(_describe(exc)) from None
 
     async def read(self, limit: int) -> bytes:
         try:
             return await self._response.content.read(limit)
-        except aiohttp.ClientError as exc:
+        except self._errors as exc:
             raise BackendUnavailable(_describe(exc)) from None
 
     async def close(self) -> None:
@@ -77,9 +81,11 @@ class HttpOllama:
     def __init__(self, base_url: str, *, connect_timeout: float = 5.0) -> None:
         self.base_url = base_url.rstrip("/")
         self._connect_timeout = connect_timeout
-        self._session: aiohttp.ClientSession | None = None
+        self._session: Any = None  # aiohttp.ClientSession, made on first use
 
     async def request(self, method: str, path: str, body: bytes | None = None) -> _HttpResponse:
+        import aiohttp
+
         if self._session is None:
             timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout)
             self._session = aiohttp.ClientSession(timeout=timeout, auto_decompress=True)
