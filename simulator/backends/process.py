@@ -103,6 +103,8 @@ class _Agent:
             for name, options in spec.serial_ports.items()
         }
         self.ports: dict[str, VirtualSerialPort | None] = {}
+        #: Starting them (alongside the hub's start): awaited before the agent starts.
+        self.ports_ready: asyncio.Future[None] | None = None
 
     def serial_arguments(self, folder: Path) -> list[tuple[str, str]]:
         """(path, description) of each port, as the agent advertises them."""
@@ -200,7 +202,14 @@ class ProcessBackend(Backend):
         self.event_files.agent(agent.journal, f"agent:{name}", spec.session, spec.machine)
         prepare_root(self.agent_root(agent.spec), agent.spec)
         await self._start_llm(agent)
-        await self._start_ports(agent)
+        if agent.devices:
+            agent.ports_ready = asyncio.ensure_future(self._start_ports(agent))
+
+    @staticmethod
+    async def _ports_ready(agent: _Agent) -> None:
+        """The machine's ports are up (they start alongside the hub)."""
+        if agent.ports_ready is not None:
+            await agent.ports_ready
 
     def _serial_folder(self, agent: str) -> Path:
         return self.workdir / "serial" / agent
@@ -253,6 +262,8 @@ class ProcessBackend(Backend):
 
     async def teardown(self) -> None:
         for agent in self.agents.values():
+            if agent.ports_ready is not None:
+                await asyncio.gather(agent.ports_ready, return_exceptions=True)
             if agent.process is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.to_thread(agent.process.stop, 5.0)
@@ -300,6 +311,7 @@ class ProcessBackend(Backend):
         agent = self.agents[node]
         if agent.state.status in ("running", "paused"):
             raise BackendError(f"{node} is already running")
+        await self._ports_ready(agent)
         agent.process = self._spawn_agent(agent)
         agent.state = NodeState("running")
         self._agent_event(agent, "started", {"pid": agent.process.pid})
@@ -532,6 +544,7 @@ class ProcessBackend(Backend):
 
     async def unplug(self, agent: str, port: str) -> None:
         self._device(agent, port)
+        await self._ports_ready(self.agents[agent])
         running = self.agents[agent].ports.get(port)
         if running is None:
             raise BackendError(f"{agent}'s {port} is unplugged already")
@@ -541,6 +554,7 @@ class ProcessBackend(Backend):
 
     async def plug(self, agent: str, port: str) -> None:
         device = self._device(agent, port)
+        await self._ports_ready(self.agents[agent])
         if self.agents[agent].ports.get(port) is not None:
             raise BackendError(f"{agent}'s {port} is plugged in already")
         folder = self._serial_folder(agent)
