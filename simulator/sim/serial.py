@@ -9,11 +9,11 @@ a baud mismatch behave as they do on a pty, deterministically and without
 waiting in real time.
 
 Bytes cross the line at the device's speed: ten bits per byte (start, eight
-data bits, stop), so a reply arrives once the command and the reply itself
-have crossed, as on a real UART. A port outlives its agent's restarts, as the
-device on a machine does; `unplug` takes the device away (an open line is dead
-at once: a read in progress ends with the bytes it had) and `plug` puts a new
-one in, freshly powered up.
+data bits, stop), so a reply arrives once its command line and the reply
+itself have crossed, after the replies before it, as on a real UART. A port
+outlives its agent's restarts, as the device on a machine does; `unplug`
+takes the device away (an open line is dead at once: a read in progress ends
+with the bytes it had) and `plug` puts a new one in, freshly powered up.
 """
 
 from __future__ import annotations
@@ -86,15 +86,28 @@ class SimSerialLine:
         self._arrived = bytearray()
         self._changed = asyncio.Event()
         self._dead = False
+        #: When each direction of the line is free again (virtual seconds).
+        self._to_device_free = 0.0
+        self._from_device_free = 0.0
 
     async def write(self, data: bytes) -> int:
         device = self._port.device
         if self._dead or device is None:
             raise LineGone("the device is gone (unplugged)")
-        answer = reply(device, data, baud=self._port.spec.baud, client_baud=self._baud)
-        if answer:
-            delay = self._port.seconds_for(len(data) + len(answer))
-            asyncio.get_running_loop().call_later(delay, self._arrive, answer)
+        loop = asyncio.get_running_loop()
+        port = self._port
+        # Both directions are serial lines: a command crosses after the bytes
+        # written before it, and each reply goes out once the device has read
+        # the line it answers and sent the replies before it.
+        received = max(loop.time(), self._to_device_free)
+        for piece in _lines(data):
+            received += port.seconds_for(len(piece))
+            answer = reply(device, piece, baud=port.spec.baud, client_baud=self._baud)
+            if answer:
+                sent = max(received, self._from_device_free) + port.seconds_for(len(answer))
+                self._from_device_free = sent
+                loop.call_at(sent, self._arrive, answer)
+        self._to_device_free = received
         return len(data)
 
     async def read(self, request: x.SerialRead, pending: bytearray) -> tuple[bytes, bool]:
@@ -132,3 +145,15 @@ class SimSerialLine:
         if not self._dead:
             self._arrived += data
             self._changed.set()
+
+
+def _lines(data: bytes) -> list[bytes]:
+    """`data` cut after each line end (CR or LF), the way the device reads it."""
+    pieces, start = [], 0
+    for index, byte in enumerate(data):
+        if byte in (0x0A, 0x0D):
+            pieces.append(data[start : index + 1])
+            start = index + 1
+    if start < len(data):
+        pieces.append(data[start:])
+    return pieces
