@@ -133,3 +133,29 @@ def test_one_opener_at_a_time_and_a_dead_agent_frees_the_port() -> None:
         await second.run("SERIAL_OPEN", x.SerialOpen(port=PATH))
 
     run_virtual(main())
+
+
+def test_a_testbed_drives_the_ports_step_by_step(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tetherbed.simulator.testbed import Testbed, topology
+
+    bench = topology(
+        agents={"laptop": {"session": "s", "options": {"serial": {"ttyTB0": {"baud": 9600}}}}},
+        clients={"alice": {"session": "s"}},
+    )
+    tb = Testbed(bench, backend="sim", workdir=tmp_path)
+    try:
+        tb.start("hub")
+        tb.start("laptop")
+        tb.expect(agent="laptop", state="connected")
+        assert tb.serial("alice", "open", "ttyTB0").value["baud_rate"] == 9600
+        tb.serial("alice", "write", "ttyTB0", data="PING\n")
+        assert tb.serial("alice", "read", "ttyTB0", until="\r\n").value["data"] == "PONG\r\n"
+        tb.unplug("laptop", "ttyTB0")
+        # Open, its device gone: the next read finds out, and closes the port.
+        assert tb.serial("alice", "read", "ttyTB0").value["code"] == "SERIAL_PORT_GONE"
+        assert tb.serial("alice", "read", "ttyTB0").value["code"] == "SERIAL_PORT_NOT_OPEN"
+        tb.plug("laptop", "ttyTB0")
+        assert tb.serial("alice", "open", "ttyTB0").type == "ok"
+        assert all(v.ok for v in tb.check(["serial_io"]))
+    finally:
+        tb.close()
