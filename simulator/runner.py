@@ -92,7 +92,7 @@ class RunOutcome:
 
     @property
     def verdict(self) -> str:
-        """pass, fail or error, as the reports say it."""
+        """pass, fail, error or not_applicable, as the reports say it."""
         return overall_verdict(
             self.verdicts,
             self.run_error,
@@ -378,6 +378,7 @@ class ScenarioRunner:
         target the scenario does not apply to; Tetherbed's own failing to is a
         failure. None: it was negotiated, or nothing was accepted yet (the
         request then shows what the hub does)."""
+        self.backend.sync()
         link = wire.process_of(agent)
         offered: dict[Any, list[Any]] = {}
         accepted: tuple[Any, list[Any]] | None = None
