@@ -156,11 +156,20 @@ class AgentProtocol:
 
     # --- incoming ----------------------------------------------------------
 
+    def _negotiated_extension(self, data: bytes) -> bool:
+        """A request of an extension this connection negotiated: not the spec's
+        frame, so the strict profile does not judge it (its own decoder does)."""
+        return serial_io.CAPABILITY in self.granted and _frame_type(data) in serial_io.REQUESTS
+
     def receive(self, data: bytes) -> list[Action]:
         """One frame from the platform. Never raises on bad input."""
         if self.state is State.CLOSED:
             return []
-        if self._strict_wire and (refused := _strict_refusal(data)) is not None:
+        if (
+            self._strict_wire
+            and (refused := _strict_refusal(data)) is not None
+            and not self._negotiated_extension(data)
+        ):
             if self.state is State.AWAITING_ACK and _is_hello_ack(data):
                 return self._handshake_failed(f"strict profile refused the HELLO_ACK: {refused}")
             return [Log("warning", f"strict profile: dropped a frame without answer: {refused}")]
@@ -397,6 +406,13 @@ class AgentProtocol:
             version=version,
             pending_capacity=self.free_slots if capacity else None,
         )
+
+
+def _frame_type(data: bytes) -> str | None:
+    try:
+        return decode_envelope(data).type
+    except WireError:
+        return None
 
 
 def _strict_refusal(data: bytes) -> str | None:

@@ -14,6 +14,8 @@ frames on the agent's side, so a request can be followed across the hub.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import hashlib
 from collections.abc import Awaitable, Callable
@@ -34,6 +36,7 @@ from tetherbed.simulator.wiretap.digest import payload_digest
 from tetherbed.wire.catalog import STREAMING_RESPONSES
 from tetherbed.wire.codes import ErrorCode, ExtensionCode
 from tetherbed.wire.messages import MessageType
+from tetherbed.wire.serial_io import SerialMessageType
 
 #: Error codes after which the request may have happened: recorded as `info`.
 UNKNOWN_OUTCOME_CODES = frozenset(
@@ -47,8 +50,15 @@ UNKNOWN_OUTCOME_CODES = frozenset(
     }
 )
 
-#: ERROR details the client's record keeps.
-_ERROR_DETAILS_KEPT = ("requested_model", "available_models", "backend_error")
+#: ERROR details the client's record keeps: what a caller acts on
+#: (MODEL_NOT_AVAILABLE, LOCAL_LLM_FAILED; SERIAL_PORT_GONE's bytes, base64).
+_ERROR_DETAILS_KEPT = (
+    "requested_model",
+    "available_models",
+    "backend_error",
+    "received",
+    "received_bytes",
+)
 #: Content longer than this is summarised by its digest in the history.
 _CONTENT_KEPT = 64 * 1024
 
@@ -191,10 +201,12 @@ def _summary(answer: Answer) -> dict[str, Any]:
         summary["code"] = payload.get("code")
         details = payload.get("details")
         if isinstance(details, dict):
-            # The facts a caller acts on (MODEL_NOT_AVAILABLE, LOCAL_LLM_FAILED).
             for key in _ERROR_DETAILS_KEPT:
                 if key in details:
                     summary[key] = _keep_text(details[key], 1000)
+            received = _text_of_base64(details.get("received"))
+            if received is not None:  # readable in a scenario: `received_text: "PONG\r\n"`
+                summary["received_text"] = _keep_text(received, 1000)
     elif kind == MessageType.LOCAL_LLM_COMPLETION_RESPONSE:
         summary["content"] = _keep_text(payload.get("content", ""))
         summary["finish_reason"] = payload.get("finish_reason")
@@ -218,7 +230,25 @@ def _summary(answer: Answer) -> dict[str, Any]:
         summary["truncated"] = payload.get("truncated")
     elif kind == MessageType.ACK:
         summary["ok"] = payload.get("ok")
+    elif kind == SerialMessageType.SERIAL_DATA:
+        summary["data"] = _keep_text(payload.get("data", ""))
+        for key in ("encoding", "size_bytes", "timed_out"):
+            summary[key] = payload.get(key)
+    elif kind == SerialMessageType.SERIAL_OPENED:
+        summary["baud_rate"] = payload.get("baud_rate")
+    elif kind == SerialMessageType.SERIAL_WRITTEN:
+        summary["bytes_written"] = payload.get("bytes_written")
     return summary
+
+
+def _text_of_base64(value: Any) -> str | None:
+    """Base64 bytes as UTF-8 text (None when they are neither)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return base64.b64decode(value, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
 
 
 def _keep(payload: dict[str, Any]) -> dict[str, Any]:

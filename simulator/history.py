@@ -84,6 +84,9 @@ EVENTS: dict[str, tuple[str, ...]] = {
     "fault": ("fault_start", "fault_stop", "fault_via"),  # fault_via: how docker did it
     "runner": ("step", "expect_failed", "assert_failed", "note", "not_applicable", "final_file"),
     "docker": ("link_exited",),  # an agent's fault-proxy container ended
+    # A machine's virtual serial port (process serial:<agent>): its simulated
+    # device was unplugged or plugged in again {port}.
+    "serial": ("plugged", "unplugged"),
 }
 
 

@@ -163,7 +163,25 @@ class Testbed:
         self, client: str, kind: str, payload: dict[str, Any], *, within: float = DEFAULT_WITHIN
     ) -> Record:
         """Send and wait for the completion record (ok, fail or info)."""
-        request_id = self.send(client, kind, payload)
+        return self._completion(client, self.send(client, kind, payload), within)
+
+    def unplug(self, agent: str, port: str) -> None:
+        """The device on the agent's virtual serial port `port` goes away."""
+        self._step("unplug", {"agent": agent, "port": port})
+
+    def plug(self, agent: str, port: str) -> None:
+        self._step("plug", {"agent": agent, "port": port})
+
+    def serial(
+        self, client: str, kind: str, port: str, *, within: float = DEFAULT_WITHIN, **fields: Any
+    ) -> Record:
+        """A SERIAL_* request on a declared port (`kind`: open, write, read,
+        close; `fields` as the `serial_KIND` step takes them), and its completion."""
+        request_id = f"r{next(self._ids)}"
+        self._step(f"serial_{kind}", {"client": client, "id": request_id, "port": port, **fields})
+        return self._completion(client, request_id, within)
+
+    def _completion(self, client: str, request_id: str, within: float) -> Record:
         self.expect(client=client, id=request_id, within=within)
         process = f"client:{client}"
         record = self.backend.recorder.find(

@@ -150,6 +150,21 @@ class Backend(abc.ABC):
     def agent_root(self, agent: AgentSpec) -> Path:
         """The agent machine's folder, where its files land."""
 
+    # --- the machines' virtual serial ports (`options.serial`) -----------------
+
+    def serial_path(self, agent: str, port: str) -> str:
+        """Where the agent's machine has the port: what it advertises and what
+        SERIAL_* requests name."""
+        raise BackendError(f"the {self.name} backend has no virtual serial ports")
+
+    async def unplug(self, agent: str, port: str) -> None:
+        """The port's device goes away, as a USB adapter pulled out."""
+        raise BackendError(f"the {self.name} backend has no virtual serial ports")
+
+    async def plug(self, agent: str, port: str) -> None:
+        """A fresh device on the port again, answering once this returns."""
+        raise BackendError(f"the {self.name} backend has no virtual serial ports")
+
 
 def prepare_root(root: Path, spec: AgentSpec) -> None:
     """The agent machine's folder, with the scenario's initial files (once)."""

@@ -45,6 +45,7 @@ from tetherbed.simulator.faults import (
     plan,
 )
 from tetherbed.simulator.peripherals.llm_server.config import LlmServerConfig
+from tetherbed.simulator.peripherals.serial_ports import DeviceSpec, VirtualSerialPort
 from tetherbed.simulator.proxy import ProxyRegistry
 from tetherbed.simulator.proxy.proxy import FaultProxy
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
@@ -95,6 +96,19 @@ class _Agent:
         #: Its machine's local LLM server (`options.llm`), and the URL the agent gets.
         self.llm: LlmServerProcess | None = None
         self.ollama_url: str | None = None
+        #: Its machine's virtual serial ports (`options.serial`): each device's
+        #: description, and its socat pair with the device while plugged in.
+        self.devices = {
+            name: DeviceSpec.from_scenario(name, options, spec.machine)
+            for name, options in spec.serial_ports.items()
+        }
+        self.ports: dict[str, VirtualSerialPort | None] = {}
+        #: Starting them (alongside the hub's start): awaited before the agent starts.
+        self.ports_ready: asyncio.Future[None] | None = None
+
+    def serial_arguments(self, folder: Path) -> list[tuple[str, str]]:
+        """(path, description) of each port, as the agent advertises them."""
+        return [(str(folder / name), device.description) for name, device in self.devices.items()]
 
 
 def scenario_target(scenario: Scenario, target: Target | None) -> Target:
@@ -188,6 +202,34 @@ class ProcessBackend(Backend):
         self.event_files.agent(agent.journal, f"agent:{name}", spec.session, spec.machine)
         prepare_root(self.agent_root(agent.spec), agent.spec)
         await self._start_llm(agent)
+        if agent.devices:
+            agent.ports_ready = asyncio.ensure_future(self._start_ports(agent))
+
+    @staticmethod
+    async def _ports_ready(agent: _Agent) -> None:
+        """The machine's ports are up (they start alongside the hub)."""
+        if agent.ports_ready is not None:
+            await agent.ports_ready
+
+    def _serial_folder(self, agent: str) -> Path:
+        return self.workdir / "serial" / agent
+
+    async def _start_ports(self, agent: _Agent) -> None:
+        """socat pairs with the simulated devices, one per port of `options.serial`."""
+        folder = self._serial_folder(agent.spec.name)
+        started = await asyncio.gather(
+            *(
+                asyncio.to_thread(VirtualSerialPort.start_spec, folder, device)
+                for device in agent.devices.values()
+            ),
+            return_exceptions=True,
+        )
+        for name, port in zip(agent.devices, started, strict=True):
+            if isinstance(port, VirtualSerialPort):
+                agent.ports[name] = port
+        for port in started:
+            if isinstance(port, BaseException):
+                raise BackendError(f"{agent.spec.name}: options.serial: {port}") from None
 
     async def _start_llm(self, agent: _Agent) -> None:
         """`tetherbed llm-server` for an agent whose scenario gives it a local LLM."""
@@ -220,12 +262,18 @@ class ProcessBackend(Backend):
 
     async def teardown(self) -> None:
         for agent in self.agents.values():
+            if agent.ports_ready is not None:
+                await asyncio.gather(agent.ports_ready, return_exceptions=True)
             if agent.process is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.to_thread(agent.process.stop, 5.0)
             if agent.llm is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.to_thread(agent.llm.stop)
+            for port in agent.ports.values():
+                if port is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.to_thread(port.stop)
         if self.hub.process is not None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.hub.process.stop)
@@ -263,6 +311,7 @@ class ProcessBackend(Backend):
         agent = self.agents[node]
         if agent.state.status in ("running", "paused"):
             raise BackendError(f"{node} is already running")
+        await self._ports_ready(agent)
         agent.process = self._spawn_agent(agent)
         agent.state = NodeState("running")
         self._agent_event(agent, "started", {"pid": agent.process.pid})
@@ -309,6 +358,8 @@ class ProcessBackend(Backend):
             args.append("--enable-shell")
         if agent.ollama_url:
             args += ["--ollama-url", agent.ollama_url]
+        for path, description in agent.serial_arguments(self._serial_folder(spec.name)):
+            args += ["--serial-port", f"{path}={description}"]
         for defect in options.get("defects") or ():
             args += ["--defect", defect]
         return spawn_tetherbed(spec.name, args, env={"TETHERBED_AGENT_TOKEN": token})
@@ -330,6 +381,9 @@ class ProcessBackend(Backend):
             "max_concurrent": spec.options.get("max_concurrent", 4),
             "protocol_version": spec.options.get("protocol_version", CURRENT_TEXT),
             "ollama_url": agent.ollama_url or "",
+            "serial_ports": serial_ports_value(
+                agent.serial_arguments(self._serial_folder(spec.name))
+            ),
         }
         argv = agent.target.argv(values)
         log = self.workdir / "logs" / f"agent-{spec.name}.log"
@@ -476,6 +530,40 @@ class ProcessBackend(Backend):
     async def revoke(self, session: str, user: str) -> None:
         await self._admin_call(f"revoke {session}", lambda admin: admin.revoke(session, user))
 
+    # --- serial ports ----------------------------------------------------------------
+
+    def _device(self, agent: str, port: str) -> DeviceSpec:
+        device = self.agents[agent].devices.get(port)
+        if device is None:
+            raise BackendError(f"{agent} has no serial port {port!r}")
+        return device
+
+    def serial_path(self, agent: str, port: str) -> str:
+        self._device(agent, port)
+        return str(self._serial_folder(agent) / port)
+
+    async def unplug(self, agent: str, port: str) -> None:
+        self._device(agent, port)
+        await self._ports_ready(self.agents[agent])
+        running = self.agents[agent].ports.get(port)
+        if running is None:
+            raise BackendError(f"{agent}'s {port} is unplugged already")
+        self.agents[agent].ports[port] = None
+        await asyncio.to_thread(running.unplug)
+        await asyncio.to_thread(running.stop)  # the device has exited; reap it
+
+    async def plug(self, agent: str, port: str) -> None:
+        device = self._device(agent, port)
+        await self._ports_ready(self.agents[agent])
+        if self.agents[agent].ports.get(port) is not None:
+            raise BackendError(f"{agent}'s {port} is plugged in already")
+        folder = self._serial_folder(agent)
+        try:
+            started = await asyncio.to_thread(VirtualSerialPort.start_spec, folder, device)
+        except RuntimeError as exc:
+            raise BackendError(f"plugging {agent}'s {port} in: {exc}") from None
+        self.agents[agent].ports[port] = started
+
     async def _admin_call(self, what: str, call: Any) -> None:
         if self._admin is None:
             try:
@@ -513,6 +601,13 @@ class ProcessBackend(Backend):
     def _ingest(self) -> None:
         """Move new lines of the hub's and agents' event files into the history."""
         self.event_files.ingest()
+
+
+def serial_ports_value(ports: list[tuple[str, str]]) -> str:
+    """`{serial_ports}` of a third-party agent command: `PATH=DESCRIPTION` of each
+    port, joined by commas (one port: exactly the reference agent's
+    `--serial-port` value); empty without ports."""
+    return ",".join(f"{path}={description}" for path, description in ports)
 
 
 def _closed_port() -> int:

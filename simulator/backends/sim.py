@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from tetherbed.agent.audit.sink import NullAuditSink
 from tetherbed.agent.config import AgentConfig, Limits
+from tetherbed.agent.hardware import HardwareConfig, SerialPorts
 from tetherbed.agent.local_llm import LocalLlm
 from tetherbed.agent.operations import DataOperations
 from tetherbed.agent.runtime import AgentRuntime
@@ -30,10 +31,12 @@ from tetherbed.simulator.peripherals.llm_server.config import LlmServerConfig
 from tetherbed.simulator.peripherals.llm_server.core import LlmServerCore
 from tetherbed.simulator.peripherals.llm_server.in_process import InProcessOllama
 from tetherbed.simulator.peripherals.llm_server.runner import GenerationRunner
+from tetherbed.simulator.peripherals.serial_ports import DeviceSpec
 from tetherbed.simulator.proxy.ws.rules import MessageRule
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
 from tetherbed.simulator.sim.hub_node import SimHub
 from tetherbed.simulator.sim.network import SimNetwork
+from tetherbed.simulator.sim.serial import SimSerialPort
 from tetherbed.simulator.sim.shell import run_sim_command
 from tetherbed.simulator.targets import Target
 from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop
@@ -72,6 +75,29 @@ class _AgentNode:
         #: runner as `tetherbed llm-server`, on the virtual clock; it outlives
         #: restarts of the agent, as a server on the machine would.
         self.llm: InProcessOllama | None = None
+        #: The machine's virtual serial ports (`options.serial`), by name: the
+        #: device core on the virtual clock; they outlive the agent's restarts.
+        self.ports: dict[str, SimSerialPort] = {}
+
+    def release_ports(self) -> None:
+        """The agent's process is gone: the ports it had open are free again."""
+        for port in self.ports.values():
+            port.release()
+
+    def serial_ports(self) -> SerialPorts | None:
+        """The agent's serial extension, on these ports instead of pyserial."""
+        if not self.ports:
+            return None
+        by_path = {port.path: port for port in self.ports.values()}
+
+        async def opener(request: Any) -> Any:
+            return await by_path[request.port].open(request)
+
+        hardware = HardwareConfig(serial_ports=self.advertised())
+        return SerialPorts(hardware, opener=opener)
+
+    def advertised(self) -> tuple[tuple[str, str], ...]:
+        return tuple((port.path, port.spec.description) for port in self.ports.values())
 
 
 class SimBackend(Backend):
@@ -133,6 +159,14 @@ class SimBackend(Backend):
         for node in self.agents.values():
             prepare_root(self.agent_root(node.spec), node.spec)
             self.network.taps[node.spec.name] = self.recorder.wire_log(node.spec.name)
+            self._make_ports(node)
+
+    def _make_ports(self, node: _AgentNode) -> None:
+        """`options.serial`: each port at /dev/NAME with its device, in process."""
+        spec = node.spec
+        for name, options in spec.serial_ports.items():
+            device = DeviceSpec.from_scenario(name, options, spec.machine)
+            node.ports[name] = SimSerialPort(f"/dev/{name}", device, self.clock.monotonic)
 
     def _tokens_for(self, user: str) -> None:
         for kind in ("agent", "client"):
@@ -145,6 +179,7 @@ class SimBackend(Backend):
         self._tokens_for(spec.user)
         prepare_root(self.agent_root(spec), spec)
         self.network.taps[spec.name] = self.recorder.wire_log(spec.name)
+        self._make_ports(self.agents[spec.name])
 
     async def teardown(self) -> None:
         for node in self.agents.values():
@@ -191,6 +226,7 @@ class SimBackend(Backend):
             return
         finally:
             await runtime.close()
+            agent.release_ports()
         if agent.runtime is runtime:
             agent.state = NodeState("exited", int(stop.exit_code))
             self._agent_event(agent, "exited", {"code": int(stop.exit_code)})
@@ -209,6 +245,7 @@ class SimBackend(Backend):
             local_limits=Limits(max_concurrent=int(options.get("max_concurrent", 4))),
             protocol_version=str(options.get("protocol_version", CURRENT_TEXT)),
             defects=frozenset(options.get("defects") or ()),
+            serial_ports=list(agent.advertised()),
         )
         # One generator per agent start, derived from the run's seed.
         rng = random.Random(f"{self.seed}/{spec.name}/{agent.starts}")
@@ -225,6 +262,7 @@ class SimBackend(Backend):
                 offload=False,
                 shell=run_sim_command,
                 local_llm=self._llm(agent),
+                serial_ports=agent.serial_ports(),
             ),
             audit=NullAuditSink(),
             events=lambda event, **fields: self._agent_event(agent, event, fields),
@@ -340,6 +378,29 @@ class SimBackend(Backend):
         if self.hub is None:
             raise BackendError("the hub is not running")
         self.hub.revoke(session, user)
+
+    # --- serial ports ----------------------------------------------------------------
+
+    def _port(self, agent: str, port: str) -> SimSerialPort:
+        found = self.agents[agent].ports.get(port)
+        if found is None:
+            raise BackendError(f"{agent} has no serial port {port!r}")
+        return found
+
+    def serial_path(self, agent: str, port: str) -> str:
+        return self._port(agent, port).path
+
+    async def unplug(self, agent: str, port: str) -> None:
+        found = self._port(agent, port)
+        if not found.plugged:
+            raise BackendError(f"{agent}'s {port} is unplugged already")
+        found.unplug()
+
+    async def plug(self, agent: str, port: str) -> None:
+        found = self._port(agent, port)
+        if found.plugged:
+            raise BackendError(f"{agent}'s {port} is plugged in already")
+        found.plug()
 
     # --- history -----------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from tetherbed.simulator.checkers import (
     file_contents,
     llm_streams,
     reconnect_after_fatal,
+    serial_io,
     single_owner,
 )
 from tetherbed.simulator.checkers.verdict import Checker, Verdict
@@ -40,6 +41,7 @@ MODULES: dict[str, ModuleType] = {
         crossed_answers,
         file_contents,
         llm_streams,
+        serial_io,
     )
 }
 CHECKERS: dict[str, Checker] = {name: module.check for name, module in MODULES.items()}

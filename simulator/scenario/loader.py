@@ -27,6 +27,7 @@ from tetherbed.simulator.scenario.model import (
     Step,
     Topology,
 )
+from tetherbed.simulator.scenario.ports import check_plugging, resolve_port
 from tetherbed.simulator.validation import Context, SchemaError, Where
 
 ScenarioError = SchemaError
@@ -95,7 +96,9 @@ def parse(data: Any, path: Path | None = None, backend: str | None = None) -> Sc
     steps = []
     for index, raw in enumerate(top["steps"], 1):
         kind, args = schema.STEP.check(raw, where.at_step(index, None), context)
+        args = resolve_port(kind, args, topology, where.at_step(index, kind))
         steps.append(Step(index, kind, args))
+    check_plugging(steps, where.file)
     return Scenario(
         name=top["name"],
         path=path,
@@ -149,7 +152,7 @@ def check_topology(raw: Any, where: Where, backend: str | None = None) -> Topolo
 def check_step(kind: str, args: Any, topology: Topology, backend: str | None, where: Where) -> Any:
     """One step's argument, checked as it would be in a file (for `Testbed`)."""
     _, checked = schema.STEP.check({kind: args}, where, context_of(topology, backend))
-    return checked
+    return resolve_port(kind, checked, topology, where)
 
 
 def check_agent_options(options: Mapping[str, Any], where: Where) -> dict[str, Any]:

@@ -30,6 +30,11 @@ class AgentSpec:
     def shell(self) -> bool:
         return bool(self.options.get("shell", False))
 
+    @property
+    def serial_ports(self) -> dict[str, dict[str, Any]]:
+        """Its machine's virtual serial ports (`options.serial`): name → device."""
+        return dict(self.options.get("serial") or {})
+
 
 @dataclass(frozen=True)
 class ClientSpec:

@@ -22,6 +22,7 @@ from tetherbed.simulator.checkers import CHECKERS, checker_options
 from tetherbed.simulator.faults import FAULT_KINDS
 from tetherbed.simulator.history import EVENTS
 from tetherbed.simulator.peripherals.llm_server.config import FAILURE_MODES
+from tetherbed.simulator.peripherals.serial_device import PINNABLE, SPEEDS, pin_problem
 from tetherbed.simulator.validation import (
     Anything,
     Boolean,
@@ -43,6 +44,7 @@ from tetherbed.simulator.validation import (
     Where,
     seconds,
 )
+from tetherbed.wire import serial_io
 from tetherbed.wire.codes import ErrorCode, ExtensionCode
 from tetherbed.wire.messages import MessageType
 
@@ -63,8 +65,15 @@ DEFAULT_CHECKERS = (
     "file_contents",
 )
 
-MESSAGE_TYPES = tuple(t.value for t in MessageType)
-ERROR_CODES = tuple(c.value for c in ErrorCode) + tuple(c.value for c in ExtensionCode)
+#: The spec's message types and those of Tetherbed's serial I/O extension.
+MESSAGE_TYPES = tuple(t.value for t in MessageType) + tuple(
+    t.value for t in serial_io.SerialMessageType
+)
+ERROR_CODES = (
+    tuple(c.value for c in ErrorCode)
+    + tuple(c.value for c in ExtensionCode)
+    + tuple(c.value for c in serial_io.SerialErrorCode)
+)
 EVENT_NAMES = tuple(sorted({name for names in EVENTS.values() for name in names}))
 
 _AGENT = Ref("agents", "declared agent")
@@ -132,6 +141,57 @@ LLM_OPTIONS = Record(
     noun="local LLM server options",
 )
 
+
+class _PortName(Spec):
+    """A serial port's name (`ttyTB0`): letters, digits, `_`, `-` and `.`, as a
+    file name of its own (the backends make the port at a path ending in it)."""
+
+    def check(self, value: Any, where: Where, context: Any) -> Any:
+        if (
+            not isinstance(value, str)
+            or not value
+            or len(value) > 32
+            or value.startswith(".")
+            or not all(c.isascii() and (c.isalnum() or c in "_-.") for c in value)
+        ):
+            raise SchemaError(where, f"expected {self.describe()}, got {value!r}")
+        return value
+
+    def describe(self) -> str:
+        return "a port name (letters, digits, _ - ., at most 32, e.g. ttyTB0)"
+
+
+def _pins_in_range(sensors: dict[str, Any], where: Where) -> None:
+    for sensor, value in sensors.items():
+        problem = pin_problem(sensor, value)
+        if problem:
+            raise SchemaError(where.key(sensor), problem)
+
+
+#: `agents.NAME.options.serial.PORT`: a virtual serial port of the agent's
+#: machine with a simulated device on its far end (its speed and answers).
+SERIAL_DEVICE = Record(
+    {
+        "baud": Field(
+            OneOf(tuple(Literal(speed) for speed in SPEEDS)),
+            default=9600,
+            doc="the device's speed: a client at another speed gets garbage",
+        ),
+        "serial": Field(Text(), doc="the serial number `ID?` answers (default MACHINE-PORT)"),
+        "model": Field(Text(), doc="the model `ID?` answers (default sim-arduino)"),
+        "seed": Field(Integer(), doc="seed of the sensors' noise"),
+        "sensors": Field(
+            Record(
+                {sensor: Field(Number()) for sensor in PINNABLE},
+                noun="readings pinned from the start",
+                rules=(_pins_in_range,),
+            ),
+            doc="readings pinned from the start ({temp: 30.5}); READ answers them",
+        ),
+    },
+    noun="a simulated serial device",
+)
+
 AGENT_OPTIONS = Record(
     {
         "shell": Field(Boolean()),
@@ -143,6 +203,10 @@ AGENT_OPTIONS = Record(
             LLM_OPTIONS,
             doc="a local Ollama-compatible server for this agent",
             backends=frozenset({"sim", "process"}),
+        ),
+        "serial": Field(
+            MapOf(SERIAL_DEVICE, key=_PortName()),
+            doc="virtual serial ports of the machine, each with a simulated device",
         ),
     },
     noun="agent options",
@@ -324,6 +388,65 @@ ASSERT = ByKey(
     }
 )
 
+# --- serial ports (Tetherbed's serial I/O extension) ---------------------------------
+
+_PORT = Field(
+    _PortName(), required=True, doc="a port the agent declares in options.serial (by name)"
+)
+PLUGGING = Record({"agent": Field(_AGENT, required=True), "port": _PORT}, noun="a serial port")
+
+
+def _serial_request(noun: str, fields: dict[str, Field]) -> Record:
+    """A client's SERIAL_* request on a declared port: the hub relays it to the
+    agent serving the client's session. `agent` names whose port when more than
+    one agent of the session declares one of that name. Values go out as they
+    are given (a test may send one the agent must refuse); only the fields
+    given are sent, with the port's path filled in."""
+    return Record(
+        {
+            "client": Field(_CLIENT, required=True),
+            "id": Field(Text(), required=True, doc="refers to the answer in `expect`"),
+            "port": _PORT,
+            "agent": Field(_AGENT),
+            **fields,
+        },
+        noun=noun,
+    )
+
+
+_ENCODING = Field(Text(("utf-8", "base64")))
+#: Each client step of the serial extension → its request's message type.
+SERIAL_STEPS = {
+    "serial_open": "SERIAL_OPEN",
+    "serial_write": "SERIAL_WRITE",
+    "serial_read": "SERIAL_READ",
+    "serial_close": "SERIAL_CLOSE",
+}
+SERIAL_REQUESTS: Mapping[str, Record] = {
+    "serial_open": _serial_request(
+        "SERIAL_OPEN",
+        {
+            "baud_rate": Field(Integer()),
+            "bytesize": Field(Integer()),
+            "parity": Field(Text(("none", "even", "odd", "mark", "space"))),
+            "stopbits": Field(Number()),
+        },
+    ),
+    "serial_write": _serial_request(
+        "SERIAL_WRITE", {"data": Field(Text(nonempty=False), required=True), "encoding": _ENCODING}
+    ),
+    "serial_read": _serial_request(
+        "SERIAL_READ",
+        {
+            "max_bytes": Field(Integer()),
+            "timeout_ms": Field(Integer()),
+            "until": Field(Text()),
+            "encoding": _ENCODING,
+        },
+    ),
+    "serial_close": _serial_request("SERIAL_CLOSE", {}),
+}
+
 #: Every step: its name → the spec of its argument.
 STEPS: Mapping[str, Spec] = {
     "start": _NODE,
@@ -349,6 +472,9 @@ STEPS: Mapping[str, Spec] = {
     "assert": ASSERT,
     "revoke": Ref("sessions", "session of a declared agent or client"),
     "note": Text(),
+    "unplug": PLUGGING,
+    "plug": PLUGGING,
+    **SERIAL_REQUESTS,
 }
 STEP = Tagged(STEPS)
 

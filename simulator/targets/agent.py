@@ -16,6 +16,7 @@ of a scenario:
 | `{max_concurrent}` | the scenario's `max_concurrent` (default 4) |
 | `{protocol_version}` | the protocol version it should claim (default `1.1`) |
 | `{ollama_url}` | the agent's local LLM server (`options.llm`), else empty |
+| `{serial_ports}` | its virtual serial ports (`options.serial`): `PATH=DESC,...`, else empty |
 
 The same placeholders work in `env`. The token is also always in the
 environment as `TETHERBED_AGENT_TOKEN`. Tetherbed's own agent is the default
@@ -50,6 +51,7 @@ PLACEHOLDERS = (
     "max_concurrent",
     "protocol_version",
     "ollama_url",
+    "serial_ports",
 )
 DEFAULT_SHELL_FLAG = "--enable-shell"
 

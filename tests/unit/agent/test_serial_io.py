@@ -131,7 +131,7 @@ def test_hello_offers_the_extension_and_stays_strict() -> None:
     ]
 
 
-def _protocol(granted: list[str]) -> AgentProtocol:
+def _protocol(granted: list[str], *, strict_wire: bool = False) -> AgentProtocol:
     hello = build_hello(
         machine_id="m",
         shim_version="0.1.0",
@@ -144,6 +144,7 @@ def _protocol(granted: list[str]) -> AgentProtocol:
         clock=ManualClock(),
         new_id=lambda: "h",
         session_id="s",
+        strict_wire=strict_wire,
     )
     protocol.start()
     ack = HelloAck(session_id="s", protocol_version="1.1", granted_capabilities=granted)
@@ -157,3 +158,15 @@ def test_only_a_connection_that_negotiated_it_serves_the_extension() -> None:
     assert isinstance(run, Run) and run.kind == "SERIAL_OPEN"
     (refusal,) = _protocol(["files", "hardware_serial"]).receive(request)
     assert isinstance(refusal, Send) and b"FEATURE_NOT_SUPPORTED" in refusal.data
+
+
+def test_the_strict_profile_serves_the_extension_it_negotiated() -> None:
+    """--strict-wire drops what a strict peer refuses among the spec's frames; a
+    request of the extension it offered and was granted is not one of them (it
+    once went unanswered: offered, granted, then dropped)."""
+    request = encode_message("SERIAL_OPEN", "r1", {"port": "/dev/ttyTB0"}, ts=1.0, version="1.1")
+    granted = _protocol(["files", "hardware_serial", x.CAPABILITY], strict_wire=True)
+    (run,) = granted.receive(request)
+    assert isinstance(run, Run) and run.kind == "SERIAL_OPEN"
+    not_granted = _protocol(["files", "hardware_serial"], strict_wire=True)
+    assert not any(isinstance(a, Send | Run) for a in not_granted.receive(request))

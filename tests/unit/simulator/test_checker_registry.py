@@ -21,6 +21,7 @@ NAMES = [
     "no_crossed_answers",
     "file_contents",
     "llm_streams",
+    "serial_io",
 ]
 
 
