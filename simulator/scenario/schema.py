@@ -21,6 +21,7 @@ from tetherbed.hub.config import HUB_DEFECTS, OwnershipPolicy
 from tetherbed.simulator.checkers import CHECKERS, checker_options
 from tetherbed.simulator.faults import FAULT_KINDS
 from tetherbed.simulator.history import EVENTS
+from tetherbed.simulator.scenario import dsh
 from tetherbed.simulator.validation import (
     Anything,
     Boolean,
@@ -63,11 +64,14 @@ DEFAULT_CHECKERS = (
 )
 
 MESSAGE_TYPES = tuple(t.value for t in MessageType)
-ERROR_CODES = tuple(c.value for c in ErrorCode) + tuple(c.value for c in ExtensionCode)
+ERROR_CODES = (
+    tuple(c.value for c in ErrorCode) + tuple(c.value for c in ExtensionCode) + dsh.ERROR_CODES
+)
 EVENT_NAMES = tuple(sorted({name for names in EVENTS.values() for name in names}))
 
 _AGENT = Ref("agents", "declared agent")
 _CLIENT = Ref("clients", "declared client")
+_SESSION_CLIENT = Ref("session_clients", "client of a session (api: local-executor)")
 _NODE = Ref("nodes", "node (the hub or a declared agent)")
 _WITHIN = Field(seconds(exclusive=True), doc="how long to wait (backend seconds; default 30)")
 _FIELDS = Field(Anything(mapping=True), doc="fields the record's value must have")
@@ -100,6 +104,7 @@ HUB_OPTIONS = Record(
         "ownership": Field(Text(tuple(p.value for p in OwnershipPolicy))),
         "protocol_version": Field(Text()),
         "defects": Field(ListOf(Text(tuple(sorted(HUB_DEFECTS))))),
+        "dsh": Field(dsh.HUB_OPTIONS, doc="the dsh-computers routes' options"),
         # For a third-party hub (hub.url): {user: {agent: TOKEN, client: TOKEN}}.
         "tokens": Field(
             MapOf(Record({"agent": Field(Text(), True), "client": Field(Text(), True)})),
@@ -120,7 +125,7 @@ AGENT_OPTIONS = Record(
     noun="agent options",
 )
 
-AGENT = Record(
+WEBSOCKET_AGENT = Record(
     {
         "machine": Field(Text()),
         "session": Field(Text(), required=True),
@@ -131,10 +136,22 @@ AGENT = Record(
     },
     noun="an agent",
 )
+AGENT = Switch(
+    "transport",
+    {"websocket": WEBSOCKET_AGENT, "sse": dsh.AGENT},
+    default="websocket",
+    noun="transport",
+)
 
-CLIENT = Record(
+SESSION_CLIENT = Record(
     {"session": Field(Text(), required=True), "user": Field(Text(), default="alice")},
     noun="a client",
+)
+CLIENT = Switch(
+    "api",
+    {"local-executor": SESSION_CLIENT, "dsh": dsh.CLIENT},
+    default="local-executor",
+    noun="api",
 )
 
 
@@ -167,7 +184,7 @@ TOPOLOGY = Record(
         "clients": Field(MapOf(CLIENT), default={}),
     },
     noun="a topology with hub, agents, clients",
-    rules=(_names_are_distinct,),
+    rules=(_names_are_distinct, dsh.check_topology_references),
 )
 
 
@@ -232,6 +249,7 @@ EXPECT = ByKey(
             },
             noun="an event",
         ),
+        "computer": dsh.EXPECT_PRESENCE,
     }
 )
 
@@ -293,6 +311,7 @@ ASSERT = ByKey(
                 "reference_only": _REFERENCE_ONLY,
             }
         ),
+        "credentials_stored": dsh.ASSERT_CREDENTIALS,
     }
 )
 
@@ -306,11 +325,11 @@ STEPS: Mapping[str, Spec] = {
     "resume": _NODE,
     "partition": Record({"agent": Field(_AGENT, required=True), "direction": _DIRECTION}),
     "heal": ONE_AGENT_OR_ALL,
-    "fault": FAULT,
+    "fault": dsh.OnTheRightLink(FAULT),
     "clear": ONE_AGENT_OR_ALL,
     "send": Record(
         {
-            "client": Field(_CLIENT, required=True),
+            "client": Field(_SESSION_CLIENT, required=True),
             "id": Field(Text(), required=True, doc="refers to the answer in `expect`"),
             "type": Field(Text(MESSAGE_TYPES), required=True),
             "payload": Field(Anything(mapping=True), default={}),
@@ -321,6 +340,7 @@ STEPS: Mapping[str, Spec] = {
     "assert": ASSERT,
     "revoke": Ref("sessions", "session of a declared agent or client"),
     "note": Text(),
+    **dsh.STEPS,
 }
 STEP = Tagged(STEPS)
 
