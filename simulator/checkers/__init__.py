@@ -22,6 +22,14 @@ from tetherbed.simulator.checkers import (
     reconnect_after_fatal,
     single_owner,
 )
+from tetherbed.simulator.checkers.dsh import (
+    chunks,
+    executions,
+    install_url,
+    keys,
+    presence,
+    streams,
+)
 from tetherbed.simulator.checkers.verdict import Checker, Verdict
 from tetherbed.simulator.history import History
 
@@ -38,6 +46,13 @@ MODULES: dict[str, ModuleType] = {
         backoff_bounds,
         crossed_answers,
         file_contents,
+        # dsh-computers (checkers/dsh/)
+        presence,
+        streams,
+        executions,
+        chunks,
+        keys,
+        install_url,
     )
 }
 CHECKERS: dict[str, Checker] = {name: module.check for name, module in MODULES.items()}
