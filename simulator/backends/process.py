@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import os
 import random
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -339,10 +338,13 @@ class ProcessBackend(Backend):
         assert agent.home is not None
         if spec.token_of is not None:
             source = self.agents[spec.token_of].home
-            assert source is not None
-            saved = dsh_agent_config.config_path(source)
-            if saved.exists():
-                shutil.copyfile(saved, dsh_agent_config.config_path(agent.home))
+            assert source is not None and agent.proxy is not None
+            with contextlib.suppress(dsh_agent_config.ConfigError):
+                # A copy of the other machine's saved connection, reaching the
+                # hub over this machine's own link (its proxy).
+                saved = dsh_agent_config.load(dsh_agent_config.config_path(source))
+                saved["serverUrl"] = f"http://{agent.proxy.listen}"
+                dsh_agent_config.write_private_json(dsh_agent_config.config_path(agent.home), saved)
         args = [
             "agent",
             "--transport",

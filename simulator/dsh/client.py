@@ -10,7 +10,7 @@ key or a token: an install command's key is replaced by `<key>`):
 
 | f | ok value |
 |---|---|
-| `create_key` | `serverUrl`, `installUrl`, `command`, `joinServerUrls` (URLs join.sh names) |
+| `create_key` | `keyDigest`, `serverUrl`, `installUrl`, `command`, `joinServerUrls` |
 | `state` | `computers`: `[{id, name, online}]` |
 | `computer_exec` | `requestId`, `exitCode`, `ok`, `timedOut`, `truncated`, `stdout`, `stderr`, |
 | | their `stdoutDigest`, `stderrDigest`, and `streamed`: `[{stream, size, digest}]`, |
@@ -166,6 +166,7 @@ class DshClient:
             req,
             "ok",
             {
+                "keyDigest": data_digest(key.encode()),
                 "serverUrl": value.get("serverUrl"),
                 "installUrl": redact(value.get("installUrl")),
                 "command": redact(value.get("command")),

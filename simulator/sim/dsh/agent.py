@@ -178,8 +178,11 @@ class SimAgentRunner(AgentRunner):
         self._killed = False
 
     def kill(self) -> None:
-        """The process is gone: nothing it had scheduled runs any more."""
+        """The process is gone: nothing it had scheduled runs any more, and
+        `run()` returns (its clean-up only stops what the process left)."""
         self._killed = True
+        self._done.set()
+        self._wake.set()
 
     def _apply(self, actions: list[Any]) -> None:
         if not self._killed:

@@ -190,8 +190,7 @@ class SimDshAgents:
             agent.runner.kill()
         self.tcp.reset(name)
         agent.runner = None
-        agent.task.cancel()
-        await asyncio.gather(agent.task, return_exceptions=True)
+        await _ended(agent.task)
         self._thaw(agent)
         agent.state = NodeState("exited", -9)
         self.event(name, "killed", {})
@@ -218,6 +217,18 @@ class SimDshAgents:
 
     async def close(self) -> None:
         for agent in self.agents.values():
-            if agent.task is not None and not agent.task.done():
-                agent.task.cancel()
-                await asyncio.gather(agent.task, return_exceptions=True)
+            if agent.runner is not None:
+                agent.runner.kill()
+            if agent.task is not None:
+                await _ended(agent.task)
+
+
+async def _ended(task: asyncio.Task[Any]) -> None:
+    """Until `task` is over: it was told to end; cancelled if it does not (a
+    cancel can be lost when it lands as a timeout fires, so it is repeated)."""
+    while not task.done():
+        await asyncio.wait([task], timeout=1.0)
+        if not task.done():
+            task.cancel()
+    if not task.cancelled():
+        task.exception()  # retrieved: a crash of the agent's driver is the run's error
