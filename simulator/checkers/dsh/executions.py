@@ -39,7 +39,7 @@ def check(history: History) -> Verdict:
     for call in calls:
         if call.completion is not None:
             _judge(evidence, call, findings)
-    for stream, event in evidence.exec_events():
+    for _, event in evidence.exec_events():
         request_id = (event.value.get("data") or {}).get("requestId")
         if not isinstance(request_id, str):
             continue
