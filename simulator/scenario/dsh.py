@@ -38,6 +38,10 @@ from tetherbed.simulator.validation import (
 )
 from tetherbed.wire.dsh import constants as C
 
+#: Where SSE agents and dsh clients run (the docker backend's proxies and images
+#: do not carry them yet).
+BACKENDS = frozenset({"sim", "process"})
+
 SSE_AGENTS = Ref("sse_agents", "SSE agent (transport: sse)")
 DSH_CLIENTS = Ref("dsh_clients", "dsh client (api: dsh)")
 KEYS = Ref("keys", "key (the id of a create_key step)")
@@ -206,6 +210,13 @@ class OnTheRightLink(Spec):
 
     def describe(self) -> str:
         return self.inner.describe()
+
+
+def uses_dsh(topology: Topology) -> bool:
+    """The topology holds SSE agents or dsh clients."""
+    return any(a.sse for a in topology.agents.values()) or any(
+        c.dsh for c in topology.clients.values()
+    )
 
 
 def context_names(topology: Topology) -> dict[str, list[str]]:

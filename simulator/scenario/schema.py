@@ -139,6 +139,7 @@ WEBSOCKET_AGENT = Record(
 AGENT = Switch(
     "transport",
     {"websocket": WEBSOCKET_AGENT, "sse": dsh.AGENT},
+    backends={"sse": dsh.BACKENDS},
     default="websocket",
     noun="transport",
 )
@@ -150,6 +151,7 @@ SESSION_CLIENT = Record(
 CLIENT = Switch(
     "api",
     {"local-executor": SESSION_CLIENT, "dsh": dsh.CLIENT},
+    backends={"dsh": dsh.BACKENDS},
     default="local-executor",
     noun="api",
 )
