@@ -71,7 +71,7 @@ EVENT_NAMES = tuple(sorted({name for names in EVENTS.values() for name in names}
 
 _AGENT = Ref("agents", "declared agent")
 _CLIENT = Ref("clients", "declared client")
-_SESSION_CLIENT = Ref("session_clients", "client of a session (api: local-executor)")
+_SESSION_CLIENT = Ref("session_clients", "declared client")  # of a session, not api: dsh
 _NODE = Ref("nodes", "node (the hub or a declared agent)")
 _WITHIN = Field(seconds(exclusive=True), doc="how long to wait (backend seconds; default 30)")
 _FIELDS = Field(Anything(mapping=True), doc="fields the record's value must have")

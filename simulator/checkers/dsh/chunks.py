@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tetherbed.simulator.checkers.dsh.evidence import Exchange, read
+from tetherbed.simulator.checkers.dsh.evidence import Exchange, data_of, read
 from tetherbed.simulator.checkers.verdict import Findings, Verdict
 from tetherbed.simulator.history import History
 
@@ -31,13 +31,16 @@ def check(history: History) -> Verdict:
     evidence = read(history)
     followed = 0
     for call in evidence.calls_of("computer_exec"):
-        pieces = [p for p in call.value.get("streamed") or [] if p.get("size")]
+        streamed = call.value.get("streamed")
+        pieces = (
+            [p for p in streamed if isinstance(p, dict) and p.get("size")]
+            if isinstance(streamed, list)
+            else []
+        )
         if not pieces:
             continue
         dispatched = evidence.dispatched(call)
-        request_id = (
-            (dispatched[0][1].value.get("data") or {}).get("requestId") if dispatched else None
-        )
+        request_id = data_of(dispatched[0][1]).get("requestId") if dispatched else None
         if not isinstance(request_id, str):
             findings.undecided(
                 f"{call.invoke.req}: streamed output whose execution is not on the wire",

@@ -53,7 +53,7 @@ class Stream:
     def computer(self) -> str | None:
         if self.hello is None:
             return None
-        value = (self.hello.value.get("data") or {}).get("computerId")
+        value = data_of(self.hello).get("computerId")
         return value if isinstance(value, str) else None
 
     @property
@@ -84,7 +84,7 @@ class Exchange:
 
     @property
     def body(self) -> dict[str, Any]:
-        return self.request.value.get("body") or {}
+        return mapping(self.request.value.get("body"))
 
     @property
     def status(self) -> int | None:
@@ -101,10 +101,14 @@ class Call:
         return self.invoke.f
 
     @property
+    def asked(self) -> dict[str, Any]:
+        """What the invoke recorded."""
+        return mapping(self.invoke.value)
+
+    @property
     def value(self) -> dict[str, Any]:
-        if self.completion is None or not isinstance(self.completion.value, dict):
-            return {}
-        return self.completion.value
+        """What the completion recorded ({} while there is none)."""
+        return mapping(self.completion.value) if self.completion is not None else {}
 
 
 @dataclass
@@ -155,20 +159,25 @@ class Wire:
         request_id = call.value.get("requestId")
         events = self.exec_events()
         if isinstance(request_id, str):
-            return [(s, e) for s, e in events if _data(e).get("requestId") == request_id]
-        digest = call.invoke.value.get("commandDigest")
+            return [(s, e) for s, e in events if data_of(e).get("requestId") == request_id]
+        digest = call.asked.get("commandDigest")
         until = call.completion.time if call.completion is not None else self.end
         return [
             (s, e)
             for s, e in events
             if call.invoke.time <= e.time <= until
-            and (_data(e).get("command") or {}).get("digest") == digest
+            and mapping(data_of(e).get("command")).get("digest") == digest
         ]
 
 
-def _data(event: Record) -> dict[str, Any]:
-    data = event.value.get("data")
-    return data if isinstance(data, dict) else {}
+def mapping(value: Any) -> dict[str, Any]:
+    """`value` when it is a mapping, else {} (a checker judges whatever was written)."""
+    return value if isinstance(value, dict) else {}
+
+
+def data_of(event: Record) -> dict[str, Any]:
+    """An SSE event record's kept data."""
+    return mapping(mapping(event.value).get("data"))
 
 
 def read(history: History) -> Wire:
@@ -183,11 +192,19 @@ def read(history: History) -> Wire:
         end = max(end, record.time)
         if is_dsh(record):
             _wire_record(record, streams, open_streams, pending, exchanges)
-        elif record.process.startswith("client:") and record.type in ("invoke",):
+        elif (
+            record.process.startswith("client:")
+            and record.type == "invoke"
+            and _hashable(record.req)
+        ):
             call = Call(record)
             calls[record.process, record.req] = call
             call_list.append(call)
-        elif record.process.startswith("client:") and record.type in ("ok", "fail", "info"):
+        elif (
+            record.process.startswith("client:")
+            and record.type in ("ok", "fail", "info")
+            and _hashable(record.req)
+        ):
             call = calls.get((record.process, record.req))
             if call is not None and call.completion is None:
                 call.completion = record
@@ -212,7 +229,10 @@ def _wire_record(
     assert agent is not None
     value = record.value
     conn = value.get("conn")
-    key = (agent, conn, value.get("n"))
+    n = value.get("n")
+    if not isinstance(conn, str) or (n is not None and not isinstance(n, int)):
+        return  # not something the recorder writes: nothing to follow
+    key = (agent, conn, n)
     if record.f == d.HTTP_REQUEST:
         pending[key] = record
         exchanges[key] = Exchange(agent, conn, value.get("n"), record)
@@ -240,6 +260,10 @@ def _wire_record(
     elif record.f == wire.END:
         for other in [k for k in open_streams if k[0] == agent and k[1] == conn]:
             open_streams.pop(other).end = record
+
+
+def _hashable(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float)
 
 
 def _is_dsh_call(call: Call) -> bool:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tetherbed.simulator.checkers.dsh.evidence import Call, Wire, read
+from tetherbed.simulator.checkers.dsh.evidence import Call, Wire, data_of, read
 from tetherbed.simulator.checkers.evidence.records import seconds
 from tetherbed.simulator.checkers.verdict import Findings, Verdict
 from tetherbed.simulator.history import History
@@ -40,7 +40,7 @@ def check(history: History) -> Verdict:
         if call.completion is not None:
             _judge(evidence, call, findings)
     for _, event in evidence.exec_events():
-        request_id = (event.value.get("data") or {}).get("requestId")
+        request_id = data_of(event).get("requestId")
         if not isinstance(request_id, str):
             continue
         taken = [e for e in evidence.results_for(request_id) if e.status == 200]
@@ -60,7 +60,7 @@ def _judge(wire: Wire, call: Call, findings: Findings) -> None:
     completion = call.completion
     assert completion is not None
     dispatched = wire.dispatched(call)
-    ids = {(e.value.get("data") or {}).get("requestId") for _, e in dispatched}
+    ids = {data_of(e).get("requestId") for _, e in dispatched}
     name = f"{call.invoke.process} {call.invoke.req}"
     if len(ids) > 1:
         findings.add(
@@ -87,7 +87,7 @@ def _judge(wire: Wire, call: Call, findings: Findings) -> None:
             (completion, "the answer"),
         )
         return
-    request_id = (dispatched[0][1].value.get("data") or {}).get("requestId")
+    request_id = data_of(dispatched[0][1]).get("requestId")
     results = wire.results_for(request_id) if isinstance(request_id, str) else []
     if not results:
         findings.add(

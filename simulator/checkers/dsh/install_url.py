@@ -30,7 +30,7 @@ def check(history: History) -> Verdict:
     evidence = read(history)
     judged = 0
     for call in evidence.calls_of("create_key"):
-        forged = call.invoke.value.get("forwarded_host")
+        forged = call.asked.get("forwarded_host")
         if not isinstance(forged, str) or call.completion is None:
             continue
         if call.completion.type != "ok":
@@ -38,7 +38,8 @@ def check(history: History) -> Verdict:
         judged += 1
         value = call.value
         urls: list[Any] = [value.get("serverUrl"), value.get("installUrl"), value.get("command")]
-        urls += list(value.get("joinServerUrls") or [])
+        joined = value.get("joinServerUrls")
+        urls += joined if isinstance(joined, list) else []
         named = sorted({u for u in urls if isinstance(u, str) and _names(u, forged)})
         if named:
             findings.add(

@@ -46,7 +46,8 @@ def check(history: History, *, slack: float = 1.0) -> Verdict:
         if call.completion is None or call.completion.type != "ok":
             continue
         sent, answered = call.invoke.time, call.completion.time
-        for row in call.value.get("computers") or []:
+        rows = call.value.get("computers")
+        for row in rows if isinstance(rows, list) else []:
             computer = row.get("id") if isinstance(row, dict) else None
             if not isinstance(computer, str):
                 continue

@@ -30,8 +30,10 @@ _ROUTES = {
 TEXT_KEPT = 200
 
 
-def route_of(path: str) -> str | None:
+def route_of(path: object) -> str | None:
     """The agent route a path names (`/agent/results`), also behind a path prefix."""
+    if not isinstance(path, str):
+        return None
     for full, route in _ROUTES.items():
         if path == full or path.endswith(full):
             return route
