@@ -21,6 +21,8 @@ import collections
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tetherbed.simulator.proxy.ws.handshake import could_be_request
+
 MAX_HEAD = 64 * 1024
 _CHUNK_LINE_LIMIT = 1024
 HEAD_END = b"\r\n\r\n"
@@ -180,6 +182,9 @@ class HttpParser:
         if end < 0:
             if len(buffer) > MAX_HEAD:
                 return self._broken(parts, f"head over {MAX_HEAD} bytes")
+            if buffer and not self._could_start(bytes(buffer[:32])):
+                # Not HTTP at all: pass it on now rather than wait for a head.
+                return self._broken(parts, "not HTTP/1.x")
             return False
         raw = self._take(end + len(HEAD_END))
         head = self._parse_head(raw)
@@ -191,6 +196,12 @@ class HttpParser:
         parts.append(Part("head", raw, head=head))
         self._frame(head, parts)
         return True
+
+    def _could_start(self, prefix: bytes) -> bool:
+        """Whether these first bytes can begin a request line (or a status line)."""
+        if self.role == "request":
+            return could_be_request(prefix)
+        return b"HTTP/1."[: len(prefix)] == prefix[:7]
 
     def _parse_head(self, raw: bytes) -> Head | None:
         text = raw[: -len(HEAD_END)].decode("latin-1")
