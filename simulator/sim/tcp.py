@@ -384,7 +384,7 @@ class _End(asyncio.Transport):
         if self.lost or not pipe.unacked or self.user_timeout is None:
             return
         now = asyncio.get_running_loop().time()
-        if now - pipe.unacked[0][0] >= self.user_timeout:
+        if now >= pipe.unacked[0][0] + self.user_timeout:  # the very sum it was armed for
             # The kernel gives up: this side's protocol sees ETIMEDOUT; the peer
             # gets a reset once anything can reach it.
             self.connection.timed_out(self)
@@ -621,6 +621,11 @@ class SimTcp:
         for connection in found:
             connection.reset("reset by the network")
         return len(found)
+
+    def wake(self, node: str) -> None:
+        """The node's link changed (it resumed): every connection looks again now."""
+        for connection in [c for c in self._connections if c.link.name == node]:
+            connection.link_changed()
 
     def forget(self, connection: _Connection) -> None:
         self._connections.pop(connection, None)

@@ -211,9 +211,12 @@ class SimDshAgents:
         self.event(name, "resumed", {})
 
     def _thaw(self, agent: SimDshAgent) -> None:
+        # What its kernel took while it slept reaches its code before its own
+        # timers run again, as a woken process finds its sockets readable.
+        self.network.set_paused(agent.spec.name, False)
+        self.tcp.wake(agent.spec.name)
         agent.paused = False
         agent.resumed.set()
-        self.network.set_paused(agent.spec.name, False)
 
     async def close(self) -> None:
         for agent in self.agents.values():
