@@ -183,7 +183,7 @@ class SimBackend(Backend):
             self.dsh_hub.crash()
         await self.tcp.close()
         if self.dsh_hub is not None:
-            await self.dsh_hub.runner.cleanup()
+            await self.dsh_hub.closed()
         self.store.close()
 
     def agent_root(self, agent: AgentSpec) -> Path:

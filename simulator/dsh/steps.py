@@ -41,6 +41,9 @@ class DshSteps:
         self.runner = runner
         #: The keys created so far, by step id (never recorded).
         self.keys: dict[str, str] = {}
+        #: Each agent's computer, from the enroll answers read so far.
+        self._computers: dict[str, str] = {}
+        self._read = 0
 
     def client(self, name: str) -> DshClient:
         client = self.runner.clients[name]
@@ -87,18 +90,24 @@ class DshSteps:
     # --- reading the wire ----------------------------------------------------------------
 
     def computer_id(self, agent: str) -> str | None:
-        """The computer the agent enrolled as (the enroll answer that reached it);
-        an agent sharing another's token is that one's computer."""
+        """The computer the agent enrolled as (the last enroll answer that reached
+        it); an agent sharing another's token is that one's computer."""
+        records = self.runner.recorder.history.records
+        for record in records[self._read :]:
+            node = wire.node_of(record.process)
+            value = record.value if isinstance(record.value, dict) else {}
+            if (
+                node is not None
+                and record.f == d.HTTP_RESPONSE
+                and value.get("status") == 200
+                and route_of(value.get("path")) == C.Route.ENROLL
+            ):
+                computer = (value.get("body") or {}).get("computerId")
+                if isinstance(computer, str):
+                    self._computers[node] = computer
+        self._read = len(records)
         spec = self.runner.scenario.topology.agents[agent]
-        source = spec.token_of or agent
-        found = None
-        for record in self.runner.recorder.history.records:
-            if record.process != wire.process_of(source) or record.f != d.HTTP_RESPONSE:
-                continue
-            value = record.value
-            if value.get("status") == 200 and route_of(value.get("path", "")) == C.Route.ENROLL:
-                found = (value.get("body") or {}).get("computerId") or found
-        return found
+        return self._computers.get(spec.token_of or agent)
 
     def connected(self, agent: str) -> bool:
         """The running agent holds a stream the hub accepted: its `hello` reached

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import Any
 
 from aiohttp import web
 
@@ -39,7 +38,7 @@ class SimDshHub:
         self.runner = web.AppRunner(
             self.app, handle_signals=False, access_log=None, keepalive_timeout=keepalive_timeout
         )
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._cleaning: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self.runner.setup()
@@ -50,12 +49,19 @@ class SimDshHub:
     async def shutdown(self) -> None:
         """Graceful: every stream is ended, then the connections are closed."""
         self.tcp.stop_listening()
-        await self.runner.cleanup()
+        await self._cleanup()
 
     def crash(self) -> None:
-        """Abrupt: every connection is reset first, so the streams the shutdown
+        """Abrupt: every connection is reset first, so the streams the clean-up
         then ends write nothing more; the handlers left waiting finish."""
         self.tcp.crash()
-        task = asyncio.ensure_future(self.runner.cleanup())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._cleanup()
+
+    async def closed(self) -> None:
+        """Until the application is cleaned up (after `crash` or `shutdown`)."""
+        await self._cleanup()
+
+    def _cleanup(self) -> asyncio.Task[None]:
+        if self._cleaning is None:
+            self._cleaning = asyncio.ensure_future(self.runner.cleanup())
+        return self._cleaning
