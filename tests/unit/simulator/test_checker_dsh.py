@@ -307,7 +307,7 @@ DSH_RECORDS = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(DSH_RECORDS, st.lists(st.booleans(), max_size=4))
 def test_no_dsh_checker_raises_on_scrambled_dsh_histories(rows: list, reads: list[bool]) -> None:
     d = Dsh()

@@ -6,10 +6,14 @@ them (test_every_shipped_scenario_passes_on_sim); here each defect is switched
 on in the scenarios that target it, on the sim backend, and the run must fail
 — by a checker judging the wire, or by a step that states the property — and
 say which. The table is docs/scenarios.md's "dsh-computers defects".
+
+`make dsh-defects` runs the same on the process backend too (real hub and
+agent processes, a minute or two): `TETHERBED_DSH_DEFECT_BACKENDS=sim,process`.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +23,7 @@ from tetherbed.simulator.runner import RunOutcome, run_scenario
 from tetherbed.simulator.scenario import load
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
+BACKENDS = os.environ.get("TETHERBED_DSH_DEFECT_BACKENDS", "sim").split(",")
 
 #: defect → (scenario, checkers that fail, the failing step's text or None)
 CAUGHT = [
@@ -38,29 +43,34 @@ CAUGHT = [
 
 
 def run(
-    tmp_path: Path, name: str, defect: str | None = None, seed: int | None = None
+    tmp_path: Path,
+    name: str,
+    defect: str | None = None,
+    seed: int | None = None,
+    backend: str = "sim",
 ) -> RunOutcome:
-    scenario = load(SCENARIOS / f"{name}.yaml", "sim")
+    scenario = load(SCENARIOS / f"{name}.yaml", backend)
     if defect is not None:
         scenario.topology.hub.options.setdefault("dsh", {})["defects"] = [defect]
     workdir = tmp_path / f"{name}-{defect}-{seed}-{len(list(tmp_path.iterdir()))}"
     workdir.mkdir()
-    return run_scenario(scenario, "sim", scenario.seed if seed is None else seed, workdir)
+    return run_scenario(scenario, backend, scenario.seed if seed is None else seed, workdir)
 
 
 def test_every_defect_is_caught_by_some_scenario() -> None:
     assert {defect for defect, *_ in CAUGHT} == DSH_HUB_DEFECTS
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
     ("defect", "scenario", "checkers", "step"),
     CAUGHT,
     ids=[f"{d}-{s}" for d, s, *_ in CAUGHT],
 )
 def test_the_defect_fails_the_scenario(
-    tmp_path: Path, defect: str, scenario: str, checkers: set[str], step: str | None
+    tmp_path: Path, defect: str, scenario: str, checkers: set[str], step: str | None, backend: str
 ) -> None:
-    outcome = run(tmp_path, scenario, defect)
+    outcome = run(tmp_path, scenario, defect, backend=backend)
     assert outcome.error is None, outcome.error
     assert outcome.verdict == "fail"
     failed = {v.name for v in outcome.verdicts if v.status == "fail"}
