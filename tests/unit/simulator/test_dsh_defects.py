@@ -67,7 +67,7 @@ def test_every_defect_is_caught_by_some_scenario() -> None:
     CAUGHT,
     ids=[f"{d}-{s}" for d, s, *_ in CAUGHT],
 )
-def test_the_defect_fails_the_scenario(
+def test_the_defect_fails_the_scenario(  # noqa: PLR0917 - pytest passes parameters by name
     tmp_path: Path, defect: str, scenario: str, checkers: set[str], step: str | None, backend: str
 ) -> None:
     outcome = run(tmp_path, scenario, defect, backend=backend)
