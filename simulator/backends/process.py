@@ -25,7 +25,6 @@ import random
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Coroutine
 from dataclasses import replace
@@ -36,7 +35,12 @@ from tetherbed.agent.dsh import config as dsh_agent_config
 from tetherbed.agent.dsh.transport import HubHttp
 from tetherbed.hub.config import TUNABLE_OPTIONS, option_flag
 from tetherbed.hub.store import DATABASE_NAME
-from tetherbed.launch import ManagedProcess, spawn_tetherbed
+from tetherbed.launch import (
+    ManagedProcess,
+    dsh_agent_command,
+    spawn_tetherbed,
+    start_dsh_agent,
+)
 from tetherbed.runtime import event_loop
 from tetherbed.runtime.transport import MessageTransport
 from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
@@ -192,22 +196,29 @@ class ProcessBackend(Backend):
             await self._prepare(agent)
         self._tailer = asyncio.ensure_future(self._tail())
 
-    async def _prepare(self, agent: _Agent) -> None:
-        """The agent's own fault proxy (its wire recorder), journal and folder."""
-        name = agent.spec.name
+    async def _proxy_for(self, name: str, **recording: Any) -> FaultProxy:
+        """An agent's own fault proxy in front of the hub, recording its link."""
         host, port = self.hub.address
-        if agent.spec.sse:
-            await self._prepare_sse(agent)
-            return
-        agent.proxy = await self.registry.create(
+        return await self.registry.create(
             f"agent-{name}",
             "127.0.0.1:0",
             f"{host}:{port}",
-            wire=self.recorder.wire_log(name),
             wire_clock=self.now,
-            listen_ssl=self.target.tls.server_context() if self.hub.secure else None,
             upstream_ssl=self.hub.ssl_context(),
             upstream_hostname=host if self.hub.secure else None,
+            **recording,
+        )
+
+    async def _prepare(self, agent: _Agent) -> None:
+        """The agent's own fault proxy (its wire recorder), journal and folder."""
+        name = agent.spec.name
+        if agent.spec.sse:
+            await self._prepare_sse(agent)
+            return
+        agent.proxy = await self._proxy_for(
+            name,
+            wire=self.recorder.wire_log(name),
+            listen_ssl=self.target.tls.server_context() if self.hub.secure else None,
         )
         agent.journal = self.workdir / "logs" / f"agent-{name}.jsonl"
         spec = agent.spec
@@ -218,17 +229,7 @@ class ProcessBackend(Backend):
         """An SSE agent: an HTTP-reading fault proxy (its dsh wire recorder), its
         config folder and its machine folder."""
         name = agent.spec.name
-        host, port = self.hub.address
-        agent.proxy = await self.registry.create(
-            f"agent-{name}",
-            "127.0.0.1:0",
-            f"{host}:{port}",
-            wire=self.recorder.dsh_wire_log(name),
-            wire_clock=self.now,
-            http=True,
-            upstream_ssl=self.hub.ssl_context(),
-            upstream_hostname=host if self.hub.secure else None,
-        )
+        agent.proxy = await self._proxy_for(name, wire=self.recorder.dsh_wire_log(name), http=True)
         agent.home = self.workdir / "agents" / name / "home"
         agent.home.mkdir(parents=True, exist_ok=True)
         prepare_root(self.agent_root(agent.spec), agent.spec)
@@ -346,12 +347,6 @@ class ProcessBackend(Backend):
                 saved["serverUrl"] = f"http://{agent.proxy.listen}"
                 dsh_agent_config.write_private_json(dsh_agent_config.config_path(agent.home), saved)
         args = [
-            "agent",
-            "--transport",
-            "sse",
-            "--home",
-            str(agent.home),
-            "run",
             "--workspace",
             str(self.agent_root(spec)),
             "--log-file",
@@ -361,7 +356,7 @@ class ProcessBackend(Backend):
         ]
         for defect in spec.options.get("defects") or ():
             args += ["--defect", defect]
-        return spawn_tetherbed(spec.name, args)
+        return start_dsh_agent(agent.home, args=args, name=spec.name)
 
     def _spawn_command(self, agent: _Agent, hub_url: str, token: str, root: Path) -> ManagedProcess:
         """A third-party agent from its command template; its output goes to a log."""
@@ -545,24 +540,10 @@ class ProcessBackend(Backend):
         """`tetherbed agent --transport sse enroll` through the agent's proxy."""
         node = self.agents[agent]
         assert node.proxy is not None and node.home is not None
-        spec = node.spec
-        args = [
-            sys.executable,
-            "-m",
-            "tetherbed",
-            "agent",
-            "--transport",
-            "sse",
-            "--home",
-            str(node.home),
-            "enroll",
-            "--server",
-            f"http://{node.proxy.listen}",
-            "--key",
-            key,
-            "--name",
-            spec.machine,
-        ]
+        server = f"http://{node.proxy.listen}"
+        args = dsh_agent_command(
+            node.home, "enroll", "--server", server, "--key", key, "--name", node.spec.machine
+        )
         if dsh_agent_config.config_path(node.home).exists():
             args.append("--replace")  # enrolling again replaces its saved connection
         log = self.workdir / "logs" / f"agent-{agent}-enroll.log"
