@@ -36,7 +36,7 @@ from tetherbed.simulator.faults import (
 )
 from tetherbed.simulator.proxy.ws.rules import MessageRule
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
-from tetherbed.simulator.sim.dsh.agent import SimHubHttp
+from tetherbed.simulator.sim.dsh.agent import hub_http
 from tetherbed.simulator.sim.dsh.hub import SimDshHub
 from tetherbed.simulator.sim.dsh.nodes import SimDshAgents
 from tetherbed.simulator.sim.hub_node import SimHub
@@ -409,7 +409,7 @@ class SimBackend(Backend):
 
     def dsh_http(self, client: ClientSpec) -> HubHttp:
         self._tokens_for(client.user)
-        return SimHubHttp(self.tcp, f"client:{client.name}", self.tokens[client.user, "client"])
+        return hub_http(self.tcp, f"client:{client.name}", self.tokens[client.user, "client"])
 
     def dsh_stored_state(self) -> str:
         computers, keys = self.store.dsh_rows()

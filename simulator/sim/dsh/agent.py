@@ -2,7 +2,7 @@
 
 `SimAgentRunner` is `agent/dsh/runner.AgentRunner` — the same core, actions
 and stream loop as `tetherbed agent --transport sse run` — with three things
-swapped for the simulator: HTTP goes over `SimTcp` (`SimHubHttp`), commands
+swapped for the simulator: HTTP goes over `SimTcp` (`hub_http`), commands
 run in the sim shell (`SimCommandRunner`, output streamed as the script
 prints it, in virtual time), and file operations run inline (a thread would
 let virtual time overtake them). A paused agent is frozen: its timers do not
@@ -22,7 +22,7 @@ from typing import Any
 from tetherbed.agent.dsh import files
 from tetherbed.agent.dsh.core import RunFs
 from tetherbed.agent.dsh.runner import AgentRunner, RuntimeOptions
-from tetherbed.agent.dsh.transport import HubHttp, TransportError, _Connection
+from tetherbed.agent.dsh.transport import HubHttp
 from tetherbed.agent.dsh.version import AGENT_VERSION
 from tetherbed.simulator.sim.shell import run_script
 from tetherbed.simulator.sim.tcp import SimTcp
@@ -58,20 +58,9 @@ def metadata_block(hostname: str, workspace: str, capabilities: list[str]) -> di
     }
 
 
-class SimHubHttp(HubHttp):
-    """The agent's HTTP client, its connections opened on the sim network."""
-
-    def __init__(self, tcp: SimTcp, node: str, token: str | None = None) -> None:
-        super().__init__(HUB_URL, token)
-        self._tcp = tcp
-        self._node = node
-
-    async def _connect(self) -> _Connection:
-        try:
-            reader, writer = await self._tcp.open(self._node)
-        except (OSError, TimeoutError) as exc:
-            raise TransportError(f"cannot connect to {self.base_url}: {exc}") from None
-        return _Connection(reader, writer)
+def hub_http(tcp: SimTcp, node: str, token: str | None = None) -> HubHttp:
+    """The agent's HTTP client, its connections opened on the node's sim link."""
+    return HubHttp(HUB_URL, token, open_connection=lambda: tcp.open(node))
 
 
 class _Printed(list):  # type: ignore[type-arg]
@@ -165,7 +154,7 @@ class SimAgentRunner(AgentRunner):
         **kwargs: Any,
     ) -> None:
         super().__init__(options, **kwargs)
-        self.http = SimHubHttp(tcp, node, options.token)
+        self.http = hub_http(tcp, node, options.token)
         self.commands = SimCommandRunner(  # type: ignore[assignment]
             self._output, self._exited, options.workspace_base, self._frozen
         )

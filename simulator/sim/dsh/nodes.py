@@ -27,7 +27,7 @@ from tetherbed.simulator.scenario import AgentSpec
 from tetherbed.simulator.sim.dsh.agent import (
     HUB_URL,
     SimAgentRunner,
-    SimHubHttp,
+    hub_http,
     machine_block,
     metadata_block,
 )
@@ -105,14 +105,14 @@ class SimDshAgents:
         body["metadata"] = metadata_block(spec.machine, workspace, capabilities)
         try:
             enrolled = await enrollment.enroll(
-                HUB_URL, key, spec.machine, http=SimHubHttp(self.tcp, name), body=body
+                HUB_URL, key, spec.machine, http=hub_http(self.tcp, name), body=body
             )
         except (enrollment.EnrollRefused, TransportError) as exc:
             self.event(name, "enroll", {"code": NOT_ENROLLED, "why": str(exc)})
             return NOT_ENROLLED
         agent.saved = Saved(enrolled.computer_id, enrolled.token, enrolled.name)
         problem = await enrollment.probe(
-            HUB_URL, enrolled.token, http=SimHubHttp(self.tcp, name, enrolled.token)
+            HUB_URL, enrolled.token, http=hub_http(self.tcp, name, enrolled.token)
         )
         code = ENROLLED if problem is None else NOT_ENROLLED
         self.event(name, "enroll", {"code": code, **({"why": problem} if problem else {})})
