@@ -13,7 +13,7 @@ DEBIAN_PACKAGES := xvfb socat xdotool x11-utils ffmpeg scrot imagemagick chromiu
 # How many pytest-xdist workers; the machines this runs on have two cores.
 WORKERS ?= auto
 
-.PHONY: demo test lint system-deps venv bench clean images
+.PHONY: demo test lint system-deps venv bench clean images dsh-defects
 
 demo: venv
 	$(PY) -m tetherbed demo
@@ -30,6 +30,11 @@ bench: venv system-deps
 	$(PY) bench/relay.py
 	$(PY) bench/screenshot.py
 	$(PY) bench/video.py
+
+# The dsh hub's planted defects in the shipped dsh scenarios, on sim and on real
+# processes (`make test` runs the sim half).
+dsh-defects: venv
+	TETHERBED_DSH_DEFECT_BACKENDS=sim,process $(PY) -m pytest -n 2 tests/unit/simulator/test_dsh_defects.py
 
 # Registry-free Docker images (compose/README.md); a warm tree builds nothing.
 images: venv

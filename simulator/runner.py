@@ -22,6 +22,8 @@ from typing import Any
 from tetherbed.simulator.backends.base import Backend, BackendError
 from tetherbed.simulator.checkers import Verdict, run_checkers
 from tetherbed.simulator.client import ScenarioClient
+from tetherbed.simulator.dsh import steps as dsh_steps
+from tetherbed.simulator.dsh.client import DshClient
 from tetherbed.simulator.history import History, Record
 from tetherbed.simulator.reports.results import overall_verdict
 from tetherbed.simulator.scenario import ClientSpec, Scenario, Step
@@ -201,6 +203,8 @@ def checker_options(scenario: Scenario) -> dict[str, dict[str, Any]]:
     initial: dict[str, dict[str, str]] = {}
     disks: dict[str, str] = {}
     for agent in scenario.topology.agents.values():
+        if agent.session is None:  # an SSE agent serves no session
+            continue
         files = agent.options.get("files") or {}
         initial.setdefault(agent.session, {}).update({p: str(c) for p, c in files.items()})
         disks.setdefault(agent.session, agent.root)
@@ -216,7 +220,8 @@ class ScenarioRunner:
         self.scenario = scenario
         self.backend = backend
         self.recorder = backend.recorder
-        self.clients: dict[str, ScenarioClient] = {}
+        self.clients: dict[str, ScenarioClient | DshClient] = {}
+        self.dsh = dsh_steps.DshSteps(self)
         self.step_failure: str | None = None
         self.step_unjudged = False
         self.error: str | None = None
@@ -246,6 +251,11 @@ class ScenarioRunner:
             await _to_the_end(self.close())
 
     def add_client(self, spec: ClientSpec) -> None:
+        if spec.dsh:
+            self.clients[spec.name] = DshClient(
+                spec, lambda: self.backend.dsh_http(spec), self.recorder
+            )
+            return
         self.clients[spec.name] = ScenarioClient(
             spec, lambda: self.backend.open_session_client(spec), self.recorder
         )
@@ -331,7 +341,13 @@ class ScenarioRunner:
             self._fault_event("fault_stop", "faults", agent or "all", {})
         elif kind == "send":
             client = self.clients[args["client"]]
+            assert isinstance(client, ScenarioClient)
             await client.send(str(args["id"]), args["type"], dict(args.get("payload") or {}))
+        elif kind in dsh_steps.STEP_KINDS:
+            try:
+                await self.dsh.run_step(step)
+            except dsh_steps.StepFailed as failed:
+                raise StepFailed(str(failed)) from None
         elif kind == "expect":
             await self._expect(step)
         elif kind == "wait":
@@ -427,6 +443,10 @@ class ScenarioRunner:
         args = dict(step.args)
         spec = args.get("count") if isinstance(args.get("count"), dict) else args
         everyone = ["hub", *self.scenario.topology.agents]
+        if "credentials_stored" in args:
+            return ["hub"]
+        if "computer" in args:  # presence, read through the hub's API
+            return ["hub"]
         if "agent" in args and "event" not in args and "count" not in args:
             return [args["agent"]]
         process = spec.get("process")
@@ -468,6 +488,12 @@ class ScenarioRunner:
             predicate = self._client_predicate(args)
         elif "event" in args:
             predicate = self._event_predicate(args, since)
+        elif "computer" in args:
+            try:
+                await self.dsh.expect_presence(args, within)
+            except dsh_steps.StepFailed as failed:
+                raise StepFailed(str(failed)) from None
+            return
         else:
             await self._expect_agent(args, within, since)
             return
@@ -559,7 +585,10 @@ class ScenarioRunner:
         record the wire fall back on the agent's own journal."""
         if not self.backend.records_wire:
             return self._journal_connected(process)
-        link = wire.process_of(process.split(":", 1)[1])
+        agent = process.split(":", 1)[1]
+        if self.scenario.topology.agents[agent].sse:
+            return self.dsh.connected(agent)
+        link = wire.process_of(agent)
         served: set[Any] = set()
         for record in self.recorder.history.records:
             if record.process != link or record.type != "event":
@@ -623,6 +652,11 @@ class ScenarioRunner:
                 raise StepFailed(
                     f"{spec['path']} exists={path.exists()}, expected {spec['exists']}"
                 )
+        if "credentials_stored" in args:
+            try:
+                self.dsh.check_stored_credentials()
+            except dsh_steps.StepFailed as failed:
+                raise StepFailed(str(failed)) from None
         if "agent" in args:
             current = self.backend.state(args["agent"])
             if "status" in args and current.status != args["status"]:

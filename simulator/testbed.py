@@ -155,6 +155,36 @@ class Testbed:
         self._step("send", {"client": client, "id": request_id, "type": kind, "payload": payload})
         return request_id
 
+    # --- dsh-computers steps (SSE agents, dsh clients) --------------------------------
+
+    def create_key(self, client: str, key: str, **options: Any) -> None:
+        """A dsh client creates an enrollment key, named `key` for `enroll`."""
+        self._step("create_key", {"client": client, "id": key, **options})
+
+    def enroll(self, agent: str, key: str) -> None:
+        """The SSE agent's `enroll` with the key named `key`."""
+        self._step("enroll", {"agent": agent, "key": key})
+
+    def exec(
+        self,
+        client: str,
+        computer: str,
+        command: str,
+        request_id: str | None = None,
+        **options: Any,
+    ) -> str:
+        """computer_exec through the model tools, without waiting; returns its id."""
+        request_id = request_id or f"r{next(self._ids)}"
+        args = {"client": client, "id": request_id, "computer": computer, "command": command}
+        self._step("exec", {**args, **options})
+        return request_id
+
+    def rename_computer(self, client: str, computer: str, name: str) -> None:
+        self._step("rename_computer", {"client": client, "computer": computer, "name": name})
+
+    def delete_computer(self, client: str, computer: str) -> None:
+        self._step("delete_computer", {"client": client, "computer": computer})
+
     def expect(self, **conditions: Any) -> None:
         """An expect step (same keys as in scenario files); raises StepFailed."""
         self._step("expect", conditions)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tetherbed.agent.dsh.transport import HubHttp
 from tetherbed.runtime.transport import MessageTransport, UpgradeRefused
 from tetherbed.simulator.recorder import Recorder
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
@@ -57,6 +58,11 @@ class Backend(abc.ABC):
         if node == "hub":
             return not self.target.hub.is_reference or self.topology.hub.url is not None
         spec = self.topology.agents.get(node)
+        if spec is not None and spec.sse:
+            # The target's agent is a local-executor agent; SSE agents are
+            # Tetherbed's dsh agent (a dsh agent target comes with its
+            # conformance suite).
+            return False
         return not self.target.agent.is_reference or (spec is not None and bool(spec.command))
 
     # --- running the whole thing ------------------------------------------
@@ -164,6 +170,27 @@ class Backend(abc.ABC):
     async def plug(self, agent: str, port: str) -> None:
         """A fresh device on the port again, answering once this returns."""
         raise BackendError(f"the {self.name} backend has no virtual serial ports")
+
+    # --- dsh-computers --------------------------------------------------------
+
+    async def dsh_enroll(self, agent: str, key: str) -> int:
+        """Run the SSE agent's `enroll` with `key` through its link; the command's
+        exit code (0: enrolled). What the hub answered is on the wire."""
+        raise BackendError(f"the {self.name} backend runs no dsh-computers agents")
+
+    def dsh_http(self, client: ClientSpec) -> HubHttp:
+        """An HTTP client of the hub's dsh-computers and client API, with the
+        client's user's token."""
+        raise BackendError(f"the {self.name} backend has no dsh-computers clients")
+
+    def dsh_stored_state(self) -> str:
+        """The text of what the hub persisted for dsh-computers (its own store:
+        reference-only evidence)."""
+        raise BackendError(f"the {self.name} backend cannot read the hub's store")
+
+    def dsh_tokens(self) -> set[str]:
+        """The agent tokens the SSE agents saved at enrollment."""
+        return set()
 
 
 def prepare_root(root: Path, spec: AgentSpec) -> None:

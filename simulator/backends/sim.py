@@ -18,15 +18,24 @@ from typing import Any, TypeVar
 
 from tetherbed.agent.audit.sink import NullAuditSink
 from tetherbed.agent.config import AgentConfig, Limits
+from tetherbed.agent.dsh.transport import HubHttp
 from tetherbed.agent.hardware import HardwareConfig, SerialPorts
 from tetherbed.agent.local_llm import LocalLlm
 from tetherbed.agent.operations import DataOperations
 from tetherbed.agent.runtime import AgentRuntime
 from tetherbed.hub.config import TUNABLE_OPTIONS, HubConfig, OwnershipPolicy
+from tetherbed.hub.dsh.config import DshConfig
 from tetherbed.hub.store import HubStore
 from tetherbed.runtime.transport import MessageTransport
 from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
-from tetherbed.simulator.faults import AddRule, AddToxic, InjectClose, ResetConnections, plan
+from tetherbed.simulator.faults import (
+    AddHttpRule,
+    AddRule,
+    AddToxic,
+    InjectClose,
+    ResetConnections,
+    plan,
+)
 from tetherbed.simulator.peripherals.llm_server.config import LlmServerConfig
 from tetherbed.simulator.peripherals.llm_server.core import LlmServerCore
 from tetherbed.simulator.peripherals.llm_server.in_process import InProcessOllama
@@ -34,10 +43,14 @@ from tetherbed.simulator.peripherals.llm_server.runner import GenerationRunner
 from tetherbed.simulator.peripherals.serial_ports import DeviceSpec
 from tetherbed.simulator.proxy.ws.rules import MessageRule
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
+from tetherbed.simulator.sim.dsh.agent import hub_http
+from tetherbed.simulator.sim.dsh.hub import SimDshHub
+from tetherbed.simulator.sim.dsh.nodes import SimDshAgents
 from tetherbed.simulator.sim.hub_node import SimHub
 from tetherbed.simulator.sim.network import SimNetwork
 from tetherbed.simulator.sim.serial import SimSerialPort
 from tetherbed.simulator.sim.shell import run_sim_command
+from tetherbed.simulator.sim.tcp import SimTcp
 from tetherbed.simulator.targets import Target
 from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop
 from tetherbed.simulator.wiretap.scrub import Scrubber
@@ -58,6 +71,19 @@ def hub_config(options: dict[str, Any]) -> HubConfig:
         config.protocol_version = options["protocol_version"]
     if "ownership" in options:
         config.ownership = OwnershipPolicy(options["ownership"])
+    if "defects" in options:
+        config.defects = frozenset(options["defects"])
+    config.__post_init__()
+    config.dsh = dsh_config(options.get("dsh") or {}, config.dsh)
+    return config
+
+
+def dsh_config(options: dict[str, Any], base: DshConfig | None = None) -> DshConfig:
+    """The hub's dsh-computers settings from a scenario's `hub.options.dsh`."""
+    config = base or DshConfig()
+    for option in ("heartbeat_ms", "key_ttl_minutes", "exec_timeout_ms", "promote_on_timeout"):
+        if option in options:
+            setattr(config, option, options[option])
     if "defects" in options:
         config.defects = frozenset(options["defects"])
     config.__post_init__()
@@ -121,8 +147,22 @@ class SimBackend(Backend):
         self.store = HubStore(":memory:")
         self.hub: SimHub | None = None
         self.hub_state = NodeState("not_started")
-        self.agents = {name: _AgentNode(spec) for name, spec in self.topology.agents.items()}
+        self.agents = {
+            name: _AgentNode(spec) for name, spec in self.topology.agents.items() if not spec.sse
+        }
         self.tokens: dict[tuple[str, str], str] = {}
+        # dsh-computers: SSE agents on byte-stream connections of the same links.
+        self.tcp = SimTcp(self.network)
+        self.dsh_hub: SimDshHub | None = None
+        self.dsh_agents = SimDshAgents(
+            {name: spec for name, spec in self.topology.agents.items() if spec.sse},
+            network=self.network,
+            tcp=self.tcp,
+            clock=self.clock,
+            seed=seed,
+            root=self.agent_root,
+            event=self._dsh_agent_event,
+        )
 
     # --- running -------------------------------------------------------------------
 
@@ -160,6 +200,9 @@ class SimBackend(Backend):
             prepare_root(self.agent_root(node.spec), node.spec)
             self.network.taps[node.spec.name] = self.recorder.wire_log(node.spec.name)
             self._make_ports(node)
+        for agent in self.dsh_agents.agents.values():
+            prepare_root(self.agent_root(agent.spec), agent.spec)
+            self.tcp.taps[agent.spec.name] = self.recorder.dsh_wire_log(agent.spec.name)
 
     def _make_ports(self, node: _AgentNode) -> None:
         """`options.serial`: each port at /dev/NAME with its device, in process."""
@@ -175,9 +218,13 @@ class SimBackend(Backend):
 
     async def add_agent(self, spec: AgentSpec) -> None:
         self.topology.agents[spec.name] = spec
-        self.agents[spec.name] = _AgentNode(spec)
         self._tokens_for(spec.user)
         prepare_root(self.agent_root(spec), spec)
+        if spec.sse:
+            self.dsh_agents.add(spec)
+            self.tcp.taps[spec.name] = self.recorder.dsh_wire_log(spec.name)
+            return
+        self.agents[spec.name] = _AgentNode(spec)
         self.network.taps[spec.name] = self.recorder.wire_log(spec.name)
         self._make_ports(self.agents[spec.name])
 
@@ -186,8 +233,14 @@ class SimBackend(Backend):
             if node.task is not None and not node.task.done():
                 node.task.cancel()
                 await asyncio.gather(node.task, return_exceptions=True)
+        await self.dsh_agents.close()
         if self.hub is not None:
             self.hub.crash()
+        if self.dsh_hub is not None:
+            self.dsh_hub.crash()
+        await self.tcp.close()
+        if self.dsh_hub is not None:
+            await self.dsh_hub.closed()
         self.store.close()
 
     def agent_root(self, agent: AgentSpec) -> Path:
@@ -207,8 +260,21 @@ class SimBackend(Backend):
                 self._hub_event,
             )
             self.hub.start()
+            config = hub_config(self.topology.hub.options)
+            self.dsh_hub = SimDshHub(
+                self.tcp,
+                self.store,
+                config.dsh,
+                self.clock,
+                random.Random(f"{self.seed}/hub/dsh/{self.rng.getrandbits(32)}"),
+                keepalive_timeout=config.handshake_timeout,
+            )
+            await self.dsh_hub.start()
             self.hub_state = NodeState("running")
             self.recorder.event("hub", "started")
+            return
+        if node in self.dsh_agents:
+            await self.dsh_agents.start(node)
             return
         agent = self.agents[node]
         if agent.state.status in ("running", "paused"):
@@ -272,8 +338,13 @@ class SimBackend(Backend):
         if node == "hub":
             if self.hub is not None and self.hub_state.status == "running":
                 await self.hub.shutdown()
+                if self.dsh_hub is not None:
+                    await self.dsh_hub.shutdown()
                 self.hub_state = NodeState("exited", 0)
                 self.recorder.event("hub", "exited", {"code": 0})
+            return
+        if node in self.dsh_agents:
+            await self.dsh_agents.stop(node)
             return
         agent = self.agents[node]
         if agent.runtime is not None and agent.state.status in ("running", "paused"):
@@ -286,9 +357,14 @@ class SimBackend(Backend):
         if node == "hub":
             if self.hub is not None and self.hub_state.status in ("running", "paused"):
                 self.hub.crash()
+                if self.dsh_hub is not None:
+                    self.dsh_hub.crash()
                 self._unfreeze_hub()
                 self.hub_state = NodeState("exited", -9)
                 self.recorder.event("hub", "killed")
+            return
+        if node in self.dsh_agents:
+            await self.dsh_agents.kill(node)
             return
         agent = self.agents[node]
         if agent.task is None or agent.state.status not in ("running", "paused"):
@@ -309,6 +385,9 @@ class SimBackend(Backend):
             self.hub_state = NodeState("paused")
             self.recorder.event("hub", "paused")
             return
+        if node in self.dsh_agents:
+            await self.dsh_agents.pause(node)
+            return
         agent = self.agents[node]
         self.network.set_paused(node, True)
         agent.state = NodeState("paused")
@@ -319,6 +398,9 @@ class SimBackend(Backend):
             self._unfreeze_hub()
             self.hub_state = NodeState("running")
             self.recorder.event("hub", "resumed")
+            return
+        if node in self.dsh_agents:
+            await self.dsh_agents.resume(node)
             return
         agent = self.agents[node]
         self.network.set_paused(node, False)
@@ -333,6 +415,8 @@ class SimBackend(Backend):
     def state(self, node: str) -> NodeState:
         if node == "hub":
             return self.hub_state
+        if node in self.dsh_agents:
+            return self.dsh_agents.state(node)
         return self.agents[node].state
 
     # --- network ---------------------------------------------------------------------
@@ -353,6 +437,9 @@ class SimBackend(Backend):
                     self.network.add_rule(agent, MessageRule.from_json(rule))
                 case ResetConnections():
                     self.network.reset(agent)
+                    self.tcp.reset(agent)
+                case AddHttpRule(rule):
+                    self.tcp.rules(agent).add(dict(rule))
                 case InjectClose(toward, code, reason):
                     side = "agent" if toward == "client" else "hub"
                     self.network.inject_close(agent, code, reason, side)
@@ -362,6 +449,7 @@ class SimBackend(Backend):
     async def clear(self, agent: str | None = None) -> None:
         for name in [agent] if agent else list(self.network.links):
             self.network.clear_faults(name)
+            self.tcp.rules(name).clear()
 
     # --- clients ---------------------------------------------------------------------
 
@@ -401,6 +489,25 @@ class SimBackend(Backend):
         if found.plugged:
             raise BackendError(f"{agent}'s {port} is plugged in already")
         found.plug()
+
+    # --- dsh-computers -----------------------------------------------------------------
+
+    async def dsh_enroll(self, agent: str, key: str) -> int:
+        return await self.dsh_agents.enroll(agent, key)
+
+    def dsh_http(self, client: ClientSpec) -> HubHttp:
+        self._tokens_for(client.user)
+        return hub_http(self.tcp, f"client:{client.name}", self.tokens[client.user, "client"])
+
+    def dsh_stored_state(self) -> str:
+        computers, keys = self.store.dsh_rows()
+        return repr((computers, keys))
+
+    def dsh_tokens(self) -> set[str]:
+        return {a.saved.token for a in self.dsh_agents.agents.values() if a.saved is not None}
+
+    def _dsh_agent_event(self, name: str, event: str, fields: dict[str, Any]) -> None:
+        self.recorder.event(f"agent:{name}", event, fields)
 
     # --- history -----------------------------------------------------------------------
 

@@ -24,6 +24,14 @@ from tetherbed.simulator.checkers import (
     serial_io,
     single_owner,
 )
+from tetherbed.simulator.checkers.dsh import (
+    chunks,
+    executions,
+    install_url,
+    keys,
+    presence,
+    streams,
+)
 from tetherbed.simulator.checkers.verdict import Checker, Verdict
 from tetherbed.simulator.history import History
 
@@ -42,6 +50,13 @@ MODULES: dict[str, ModuleType] = {
         file_contents,
         llm_streams,
         serial_io,
+        # dsh-computers (checkers/dsh/)
+        presence,
+        streams,
+        executions,
+        chunks,
+        keys,
+        install_url,
     )
 }
 CHECKERS: dict[str, Checker] = {name: module.check for name, module in MODULES.items()}

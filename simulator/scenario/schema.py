@@ -23,6 +23,7 @@ from tetherbed.simulator.faults import FAULT_KINDS
 from tetherbed.simulator.history import EVENTS
 from tetherbed.simulator.peripherals.llm_server.config import FAILURE_MODES
 from tetherbed.simulator.peripherals.serial_device import PINNABLE, SPEEDS, pin_problem
+from tetherbed.simulator.scenario import dsh
 from tetherbed.simulator.validation import (
     Anything,
     Boolean,
@@ -73,11 +74,13 @@ ERROR_CODES = (
     tuple(c.value for c in ErrorCode)
     + tuple(c.value for c in ExtensionCode)
     + tuple(c.value for c in serial_io.SerialErrorCode)
+    + dsh.ERROR_CODES
 )
 EVENT_NAMES = tuple(sorted({name for names in EVENTS.values() for name in names}))
 
 _AGENT = Ref("agents", "declared agent")
 _CLIENT = Ref("clients", "declared client")
+_SESSION_CLIENT = Ref("session_clients", "declared client")  # of a session, not api: dsh
 _NODE = Ref("nodes", "node (the hub or a declared agent)")
 _WITHIN = Field(seconds(exclusive=True), doc="how long to wait (backend seconds; default 30)")
 _FIELDS = Field(Anything(mapping=True), doc="fields the record's value must have")
@@ -110,6 +113,7 @@ HUB_OPTIONS = Record(
         "ownership": Field(Text(tuple(p.value for p in OwnershipPolicy))),
         "protocol_version": Field(Text()),
         "defects": Field(ListOf(Text(tuple(sorted(HUB_DEFECTS))))),
+        "dsh": Field(dsh.HUB_OPTIONS, doc="the dsh-computers routes' options"),
         # For a third-party hub (hub.url): {user: {agent: TOKEN, client: TOKEN}}.
         "tokens": Field(
             MapOf(Record({"agent": Field(Text(), True), "client": Field(Text(), True)})),
@@ -212,7 +216,7 @@ AGENT_OPTIONS = Record(
     noun="agent options",
 )
 
-AGENT = Record(
+WEBSOCKET_AGENT = Record(
     {
         "machine": Field(Text()),
         "session": Field(Text(), required=True),
@@ -223,10 +227,24 @@ AGENT = Record(
     },
     noun="an agent",
 )
+AGENT = Switch(
+    "transport",
+    {"websocket": WEBSOCKET_AGENT, "sse": dsh.AGENT},
+    backends={"sse": dsh.BACKENDS},
+    default="websocket",
+    noun="transport",
+)
 
-CLIENT = Record(
+SESSION_CLIENT = Record(
     {"session": Field(Text(), required=True), "user": Field(Text(), default="alice")},
     noun="a client",
+)
+CLIENT = Switch(
+    "api",
+    {"local-executor": SESSION_CLIENT, "dsh": dsh.CLIENT},
+    backends={"dsh": dsh.BACKENDS},
+    default="local-executor",
+    noun="api",
 )
 
 
@@ -259,7 +277,7 @@ TOPOLOGY = Record(
         "clients": Field(MapOf(CLIENT), default={}),
     },
     noun="a topology with hub, agents, clients",
-    rules=(_names_are_distinct,),
+    rules=(_names_are_distinct, dsh.check_topology_references),
 )
 
 
@@ -324,6 +342,7 @@ EXPECT = ByKey(
             },
             noun="an event",
         ),
+        "computer": dsh.EXPECT_PRESENCE,
     }
 )
 
@@ -385,6 +404,7 @@ ASSERT = ByKey(
                 "reference_only": _REFERENCE_ONLY,
             }
         ),
+        "credentials_stored": dsh.ASSERT_CREDENTIALS,
     }
 )
 
@@ -457,11 +477,11 @@ STEPS: Mapping[str, Spec] = {
     "resume": _NODE,
     "partition": Record({"agent": Field(_AGENT, required=True), "direction": _DIRECTION}),
     "heal": ONE_AGENT_OR_ALL,
-    "fault": FAULT,
+    "fault": dsh.OnTheRightLink(FAULT),
     "clear": ONE_AGENT_OR_ALL,
     "send": Record(
         {
-            "client": Field(_CLIENT, required=True),
+            "client": Field(_SESSION_CLIENT, required=True),
             "id": Field(Text(), required=True, doc="refers to the answer in `expect`"),
             "type": Field(Text(MESSAGE_TYPES), required=True),
             "payload": Field(Anything(mapping=True), default={}),
@@ -475,6 +495,7 @@ STEPS: Mapping[str, Spec] = {
     "unplug": PLUGGING,
     "plug": PLUGGING,
     **SERIAL_REQUESTS,
+    **dsh.STEPS,
 }
 STEP = Tagged(STEPS)
 
