@@ -10,9 +10,16 @@ Per phase it prints viewer fps and capture-to-viewer latency (the CDV1 timestamp
 is the adapter's CLOCK_MONOTONIC capture time; the viewer stamps receipt with the
 same clock), the fast viewers' fps as a ratio of the one-viewer fps (target ≥ 0.9),
 and the stalled viewer's outstanding frames and bytes (must stay within 8 / 1 MiB).
+Then, in this process and without viewers, the ``copies`` phase: pictures grabbed
+from the same display go through the capture call and the adapter's video pipeline
+one at a time, under tracemalloc, to count what the video path allocates per
+picture in Python objects (a copy of a picture shows up as its size), and again
+without tracemalloc for the CPU time a picture costs (all threads; nothing else
+runs then).
+
 Numbers are printed, never asserted; the exit status is 0 whatever they are.
 
-    .venv/bin/python bench/video.py [--seconds 6] [--quality high] [--json]
+    .venv/bin/python bench/video.py [--seconds 6] [--quality NAME] [--pictures 120] [--json]
 """
 
 from __future__ import annotations
@@ -22,11 +29,13 @@ import asyncio
 import base64
 import json
 import os
+import queue
 import secrets
 import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,8 +44,13 @@ sys.path.insert(0, str(ROOT))
 
 from tests.native.harness import NativeProcess  # noqa: E402
 from tests.native.screen_noise import ScreenNoise  # noqa: E402
+from tetherbed.agent.desktop.capture import Frame, ScreenCapture  # noqa: E402
 from tetherbed.agent.desktop.xvfb import XvfbDisplay  # noqa: E402
 from tetherbed.agent.native.devices import register_device  # noqa: E402
+from tetherbed.agent.native.frames import Picture  # noqa: E402
+from tetherbed.agent.native.observations import Rect  # noqa: E402
+from tetherbed.agent.native.quality import DEFAULT, PRESETS  # noqa: E402
+from tetherbed.agent.native.video.pipeline import VideoPipeline  # noqa: E402
 from tetherbed.agent.native.video.viewer import Viewer  # noqa: E402
 
 ORIGIN = "http://127.0.0.1:4173"
@@ -60,6 +74,20 @@ class PhaseResult:
     stalled_bytes: int = 0
     max_unacked_bytes_status: int = 0
     adapter_cpu_percent: float = 0.0
+
+
+@dataclass
+class CopiesResult:
+    """Per picture, medians: Python-heap bytes at the peak above the steady state."""
+
+    protocol: str
+    pictures: int
+    bgra_bytes: int  # one captured picture
+    nv12_bytes: int  # one picture as NV12
+    capture_peak_bytes: int  # during ScreenCapture.grab()
+    pipeline_peak_bytes: int  # from submit() to the message in the sink
+    message_bytes: int  # the message itself (part of pipeline_peak_bytes)
+    pipeline_cpu_ms: float  # process CPU from submit() to the message, without tracemalloc
 
 
 def new_id() -> str:
@@ -144,35 +172,177 @@ async def phase(native: NativeProcess, name: str, fast: int, stalled: int, secon
     return result
 
 
+def grab_pictures(display: str, count: int) -> list[Frame]:
+    """`count` different pictures of the changing display (the noise painter runs)."""
+    capture = ScreenCapture(display)
+    frames: list[Frame] = []
+    try:
+        while len(frames) < count:
+            frame = capture.grab()
+            if not frames or frame.data != frames[-1].data:
+                frames.append(frame)
+            time.sleep(0.02)
+    finally:
+        capture.close()
+    return frames
+
+
+def capture_peak(display: str, rounds: int) -> int:
+    capture = ScreenCapture(display)
+    peaks = []
+    try:
+        capture.grab()  # opens the X connection outside the measurement
+        tracemalloc.start()
+        for _ in range(rounds):
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+            frame = capture.grab()
+            peaks.append(tracemalloc.get_traced_memory()[1] - base)
+            del frame
+        tracemalloc.stop()
+    finally:
+        capture.close()
+    return int(statistics.median(peaks))
+
+
+def copies(
+    frames: list[Frame], protocol: str, quality: str, pictures: int, capture_peak_bytes: int
+):
+    """The video pipeline alone, one picture at a time: allocations, then CPU."""
+    preset = PRESETS[quality]
+    out: queue.Queue = queue.Queue()
+    pipeline = VideoPipeline(
+        protocol=protocol,
+        sink=out.put,
+        max_size=(preset.max_width, preset.max_height),
+        fps=preset.fps,
+        crf=preset.crf,
+    )
+    pipeline.set_active(True)
+    serial = 0
+
+    def one(frame: Frame) -> object:
+        nonlocal serial
+        serial += 1
+        rect = Rect(frame.left, frame.top, frame.width, frame.height)
+        picture = Picture(serial, pipeline.generation, 0, frame, rect, time.monotonic())
+        pipeline.submit(picture)
+        return out.get(timeout=30)
+
+    try:
+        for frame in frames[:4]:  # the encoder opens, swscale builds its tables
+            one(frame)
+        peaks, sizes = [], []
+        tracemalloc.start()
+        for i in range(pictures):
+            frame = frames[i % len(frames)]
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+            message = one(frame)
+            peaks.append(tracemalloc.get_traced_memory()[1] - base)
+            sizes.append(message.size)  # type: ignore[attr-defined]
+            del message
+        tracemalloc.stop()
+        cpu = []
+        for i in range(pictures):
+            frame = frames[i % len(frames)]
+            before = time.process_time()
+            one(frame)
+            cpu.append((time.process_time() - before) * 1000)
+    finally:
+        pipeline.stop()
+    width, height = frames[0].width, frames[0].height
+    return CopiesResult(
+        protocol=protocol,
+        pictures=pictures,
+        bgra_bytes=width * height * 4,
+        nv12_bytes=width * height * 3 // 2,
+        capture_peak_bytes=capture_peak_bytes,
+        pipeline_peak_bytes=int(statistics.median(peaks)),
+        message_bytes=int(statistics.median(sizes)),
+        pipeline_cpu_ms=statistics.median(cpu),
+    )
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=6.0, help="measured seconds a phase")
-    parser.add_argument("--quality", default="high", choices=["high", "balanced", "low"])
+    parser.add_argument("--quality", default=DEFAULT, choices=sorted(PRESETS))
+    parser.add_argument("--pictures", type=int, default=120, help="pictures in the copies phase")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    load_before = load_average()
     workdir = Path(tempfile.mkdtemp(prefix="tetherbed-bench-video-"))
     registry = workdir / "devices.json"
-    with XvfbDisplay(1920, 1080, 24) as xvfb, ScreenNoise(xvfb.name, fps=60):
-        device_id, password = register_device(registry, xvfb.name)
-        native = NativeProcess(
-            password=password,
-            registry=registry,
-            args=["--video-ws", "--quality", args.quality],
-            stderr_path=workdir / "native.stderr",
-        )
-        try:
-            native.result("connect", device=device_id, mode="observe", display=0)
-            native.wait_ready()
-            one = asyncio.run(phase(native, "one", 1, 0, args.seconds))
-            eight = asyncio.run(phase(native, "eight", 7, 1, args.seconds))
-        finally:
-            native.stop()
+    with XvfbDisplay(1920, 1080, 24) as xvfb:
+        with ScreenNoise(xvfb.name, fps=60):
+            one, eight = viewer_phases(xvfb.name, registry, args)
+            frames = grab_pictures(xvfb.name, 8)
+        peak = capture_peak(xvfb.name, 20)
+        measured = [copies(frames, p, args.quality, args.pictures, peak) for p in PROTOCOLS]
+    load_after = load_average()
     base = one.fast[0].fps
     ratios = [v.fps / base if base else 0.0 for v in eight.fast]
     if args.json:
-        print(json.dumps({"one": asdict(one), "eight": asdict(eight), "ratios": ratios}))
+        print(
+            json.dumps(
+                {
+                    "quality": asdict(PRESETS[args.quality]),
+                    "load_average": [load_before, load_after],
+                    "one": asdict(one),
+                    "eight": asdict(eight),
+                    "ratios": ratios,
+                    "copies": [asdict(m) for m in measured],
+                }
+            )
+        )
         return 0
-    print(f"bench/video.py: 1920x1080, quality {args.quality}, {args.seconds:.0f} s a phase")
+    preset = PRESETS[args.quality]
+    print(
+        f"bench/video.py: 1920x1080, quality {args.quality} ({preset.max_width}x"
+        f"{preset.max_height} at {preset.fps} fps requested), {args.seconds:.0f} s a phase; "
+        f"load average {load_before} before, {load_after} after"
+    )
+    report(one, eight, ratios)
+    for m in measured:
+        print(
+            f"\n[copies, {m.protocol}] per picture (median of {m.pictures}): capture peak "
+            f"{m.capture_peak_bytes / m.bgra_bytes:.2f} x BGRA; pipeline peak "
+            f"{m.pipeline_peak_bytes / m.nv12_bytes:.2f} x NV12 ({m.pipeline_peak_bytes} B, "
+            f"of which the message {m.message_bytes} B); CPU {m.pipeline_cpu_ms:.1f} ms"
+        )
+    return 0
+
+
+PROTOCOLS = ("h264-annexb/1", "nv12/1")
+
+
+def viewer_phases(
+    display: str, registry: Path, args: argparse.Namespace
+) -> tuple[PhaseResult, PhaseResult]:
+    """One viewer, then eight with one stalled, on a real adapter process."""
+    device_id, password = register_device(registry, display)
+    native = NativeProcess(
+        password=password,
+        registry=registry,
+        args=["--video-ws", "--quality", args.quality],
+        stderr_path=registry.parent / "native.stderr",
+    )
+    try:
+        native.result("connect", device=device_id, mode="observe", display=0)
+        native.wait_ready()
+        one = asyncio.run(phase(native, "one", 1, 0, args.seconds))
+        eight = asyncio.run(phase(native, "eight", 7, 1, args.seconds))
+    finally:
+        native.stop()
+    return one, eight
+
+
+def report(one: PhaseResult, eight: PhaseResult, ratios: list[float]) -> None:
     for result in (one, eight):
         print(f"\n[{result.name}] adapter CPU {result.adapter_cpu_percent:.0f}% of one core")
         for i, v in enumerate(result.fast):
@@ -194,7 +364,6 @@ def main(argv: list[str] | None = None) -> int:
         f"{eight.stalled_bytes} bytes (cap 8 / 1048576: {'ok' if within else 'MISS'}); "
         f"max status.unacknowledged_bytes {eight.max_unacked_bytes_status}"
     )
-    return 0
 
 
 if __name__ == "__main__":
