@@ -30,7 +30,7 @@ from tetherbed.agent.native.input_runner import InputRunner, Progress
 from tetherbed.agent.native.observations import ObservationStore
 from tetherbed.agent.native.operations import MAX_OPERATIONS, OPERATION_TTL_S, OperationCache
 from tetherbed.agent.native.protocol import PROTOCOL, Request
-from tetherbed.agent.native.quality import PRESETS, Quality
+from tetherbed.agent.native.quality import DEFAULT, PRESETS, Quality
 from tetherbed.agent.native.session import Session
 from tetherbed.agent.native.video.flow import OutFrame
 from tetherbed.agent.native.video.listener import TRANSPORT, VideoListener
@@ -48,7 +48,7 @@ class Options:
     video_ws: bool = False
     server: str | None = None
     port: int | None = None
-    quality: str = "high"
+    quality: str = DEFAULT
     registry: str | None = None
 
 

@@ -14,7 +14,6 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from tetherbed.agent.native.video import frames as vf
-from tetherbed.agent.native.video.flow import OutFrame
 from tetherbed.agent.native.video.listener import CLOSE_POLICY, CLOSE_STALLED, VideoListener
 from tetherbed.agent.native.video.viewer import Viewer
 
@@ -76,8 +75,7 @@ def url(listener: VideoListener) -> str:
 
 
 def push(listener: VideoListener, seq: int, size: int, key: bool) -> None:
-    data = vf.pack_h264(1, seq, 0, key, bytes(size))
-    listener.push(OutFrame(1, seq, key, data))
+    listener.push(vf.h264_frame(1, seq, 0, key, [bytes(size)]))
 
 
 async def test_stalled_viewer_does_not_slow_fast_viewers(
@@ -97,8 +95,7 @@ async def test_stalled_viewer_does_not_slow_fast_viewers(
     total = 120
     for seq in range(1, total + 1):
         key = seq % 30 == 1
-        data = vf.pack_h264(1, seq, 0, key, bytes(200_000 if key else 60_000))
-        listener.push(OutFrame(1, seq, key, data))
+        push(listener, seq, 200_000 if key else 60_000, key)
         # Every fast viewer gets every frame although the stalled one stopped at 8.
         got = await asyncio.gather(*(asyncio.wait_for(v.receive(), 5) for v in fast))
         assert {r.message.sequence for r in got} == {seq}

@@ -2,8 +2,10 @@
 
 Nothing here sends, sleeps or reads a clock: callers pass `now` and act on the
 answers. The listener wraps `ViewerFlow` per socket and `Handoff` between the
-encoder thread and its own loop. Every frame is one immutable `bytes` object that
-all viewers share; admission decides *whether* a viewer gets it, never copies it.
+encoder thread and its own loop. Every frame is one immutable `bytes` object, the
+complete WebSocket frame, that all viewers share; admission decides *whether* a
+viewer gets it, never copies it. Sizes count the message (CDV1/CDN1 header and
+payload), not the WebSocket frame header in front of it.
 """
 
 from __future__ import annotations
@@ -22,16 +24,26 @@ HANDOFF_BYTES = 8 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True, eq=False)
 class OutFrame:
-    """One prepared message (header + payload), shared by every viewer."""
+    """One prepared message, shared by every viewer.
+
+    `wire` is the whole WebSocket binary frame, written to each viewer's socket as
+    it is; the message itself starts at `offset` (after the frame header).
+    """
 
     generation: int
     sequence: int
     keyframe: bool
-    data: bytes
+    wire: bytes
+    offset: int = 0
 
     @property
     def size(self) -> int:
-        return len(self.data)
+        return len(self.wire) - self.offset
+
+    @property
+    def message(self) -> memoryview:
+        """The CDV1/CDN1 message, without the WebSocket frame header (a view, no copy)."""
+        return memoryview(self.wire)[self.offset :]
 
 
 class Verdict(Enum):
