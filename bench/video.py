@@ -50,6 +50,7 @@ from tetherbed.agent.native.devices import register_device  # noqa: E402
 from tetherbed.agent.native.frames import Picture  # noqa: E402
 from tetherbed.agent.native.observations import Rect  # noqa: E402
 from tetherbed.agent.native.quality import DEFAULT, PRESETS  # noqa: E402
+from tetherbed.agent.native.video.frames import H264_PROTOCOL, NV12_PROTOCOL  # noqa: E402
 from tetherbed.agent.native.video.pipeline import VideoPipeline  # noqa: E402
 from tetherbed.agent.native.video.viewer import Viewer  # noqa: E402
 
@@ -318,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-PROTOCOLS = ("h264-annexb/1", "nv12/1")
+PROTOCOLS = (H264_PROTOCOL, NV12_PROTOCOL)
 
 
 def viewer_phases(

@@ -23,6 +23,9 @@ from typing import Any
 
 from tetherbed.agent.native.video.flow import OutFrame
 
+#: The two `automation_video_protocols`, by the framing they name.
+H264_PROTOCOL = "h264-annexb/1"
+NV12_PROTOCOL = "nv12/1"
 CDV1 = 0x43445631
 CDN1 = 0x43444E31
 FLAG_KEYFRAME = 1

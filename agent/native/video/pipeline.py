@@ -34,7 +34,7 @@ class VideoPipeline:
     def __init__(
         self,
         *,
-        protocol: str,  # "h264-annexb/1" | "nv12/1"
+        protocol: str,  # H264_PROTOCOL | NV12_PROTOCOL
         sink: Callable[[OutFrame], None],
         max_size: tuple[int, int] = (1920, 1080),
         fps: int = 30,
@@ -42,7 +42,7 @@ class VideoPipeline:
         latest: Callable[[], Picture | None] = lambda: None,
     ) -> None:
         self.protocol = protocol
-        self._nv12 = protocol == "nv12/1"
+        self._nv12 = protocol == video_frames.NV12_PROTOCOL
         self._sink = sink
         self._latest = latest  # the store's newest picture, for a keyframe on a still screen
         self._last_frame_id = -1
