@@ -8,6 +8,7 @@ import json
 import secrets
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from websockets.asyncio.client import connect
@@ -113,6 +114,53 @@ async def test_stalled_viewer_does_not_slow_fast_viewers(
             await asyncio.wait_for(stalled.receive(), 5)
     assert info.value.rcvd is not None and info.value.rcvd.code == CLOSE_STALLED
     for viewer in fast:
+        await viewer.close()
+
+
+class RecordingTransport:
+    """Wraps a server-side transport: records what is written, passes everything on."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.written: list[Any] = []
+
+    def write(self, data: Any) -> None:
+        self.written.append(data)
+        self.inner.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def _record_writes(listener: VideoListener) -> list[RecordingTransport]:
+    recorders = []
+    for viewer in listener._viewers:
+        viewer.ws.transport = RecordingTransport(viewer.ws.transport)
+        recorders.append(viewer.ws.transport)
+    return recorders
+
+
+async def test_every_viewer_is_written_the_same_prepared_frame(
+    listener: VideoListener, clock: Clock
+) -> None:
+    """No per-viewer framing or copy: each socket gets the encoder's very `bytes` object."""
+    await listener.call(listener.new_generation, 1)
+    viewers = [
+        await Viewer.open(url(listener), await ticket_for(listener, clock), origin=ORIGIN)
+        for _ in range(3)
+    ]
+    while (await listener.call(listener.status))["viewers"] < 3:
+        await asyncio.sleep(0.01)
+    recorders = await listener.call(_record_writes, listener)
+    frames = [vf.h264_frame(1, seq, 0, seq == 1, [bytes(70_000)]) for seq in (1, 2, 3)]
+    for frame in frames:
+        listener.push(frame)
+        got = await asyncio.gather(*(asyncio.wait_for(v.receive(), 5) for v in viewers))
+        assert all(bytes(r.message.payload) == bytes(70_000) for r in got)
+    for recorder in recorders:
+        assert len(recorder.written) == 3
+        assert all(w is f.wire for w, f in zip(recorder.written, frames, strict=True))
+    for viewer in viewers:
         await viewer.close()
 
 
