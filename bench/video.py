@@ -90,6 +90,7 @@ class CopiesResult:
     bgra_bytes: int  # one captured picture
     nv12_bytes: int  # one picture as NV12
     capture_peak_bytes: int  # during ScreenCapture.grab()
+    capture_cpu_ms: float  # this process's CPU for one grab() (the X server's is not in it)
     pipeline_peak_bytes: int  # from submit() to the message in the sink
     message_bytes: int  # the message itself (part of pipeline_peak_bytes)
     pipeline_cpu_ms: float  # process CPU from submit() to the message, without tracemalloc
@@ -192,9 +193,10 @@ def grab_pictures(display: str, count: int) -> list[Frame]:
     return frames
 
 
-def capture_peak(display: str, rounds: int) -> int:
+def capture_cost(display: str, rounds: int) -> tuple[int, float]:
+    """Median peak bytes of one `grab()` under tracemalloc, and its CPU ms without it."""
     capture = ScreenCapture(display)
-    peaks = []
+    peaks, cpu = [], []
     try:
         capture.grab()  # opens the X connection outside the measurement
         tracemalloc.start()
@@ -205,14 +207,19 @@ def capture_peak(display: str, rounds: int) -> int:
             peaks.append(tracemalloc.get_traced_memory()[1] - base)
             del frame
         tracemalloc.stop()
+        for _ in range(rounds):
+            before = time.process_time()
+            frame = capture.grab()
+            cpu.append((time.process_time() - before) * 1000)
+            del frame
     finally:
         capture.close()
-    return int(statistics.median(peaks))
+    return int(statistics.median(peaks)), statistics.median(cpu)
 
 
 def copies(
-    frames: list[Frame], protocol: str, quality: str, pictures: int, capture_peak_bytes: int
-):
+    frames: list[Frame], protocol: str, quality: str, pictures: int, grab: tuple[int, float]
+) -> CopiesResult:
     """The video pipeline alone, one picture at a time: allocations, then CPU."""
     preset = PRESETS[quality]
     out: queue.Queue = queue.Queue()
@@ -262,7 +269,8 @@ def copies(
         pictures=pictures,
         bgra_bytes=width * height * 4,
         nv12_bytes=width * height * 3 // 2,
-        capture_peak_bytes=capture_peak_bytes,
+        capture_peak_bytes=grab[0],
+        capture_cpu_ms=grab[1],
         pipeline_peak_bytes=int(statistics.median(peaks)),
         message_bytes=int(statistics.median(sizes)),
         pipeline_cpu_ms=statistics.median(cpu),
@@ -289,8 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         with ScreenNoise(xvfb.name, fps=2 * PRESETS[args.quality].fps):
             rounds = viewer_rounds(xvfb.name, registry, args)
             frames = grab_pictures(xvfb.name, 8)
-        peak = capture_peak(xvfb.name, 20)
-        measured = [copies(frames, p, args.quality, args.pictures, peak) for p in PROTOCOLS]
+        grab = capture_cost(xvfb.name, 20)
+        measured = [copies(frames, p, args.quality, args.pictures, grab) for p in PROTOCOLS]
     load_after = load_average()
     if args.json:
         print(
@@ -327,9 +335,10 @@ def main(argv: list[str] | None = None) -> int:
     for m in measured:
         print(
             f"\n[copies, {m.protocol}] per picture (median of {m.pictures}): capture peak "
-            f"{m.capture_peak_bytes / m.bgra_bytes:.2f} x BGRA; pipeline peak "
+            f"{m.capture_peak_bytes / m.bgra_bytes:.2f} x BGRA, CPU {m.capture_cpu_ms:.1f} ms; "
+            "pipeline peak "
             f"{m.pipeline_peak_bytes / m.nv12_bytes:.2f} x NV12 ({m.pipeline_peak_bytes} B, "
-            f"of which the message {m.message_bytes} B); CPU {m.pipeline_cpu_ms:.1f} ms"
+            f"of which the message {m.message_bytes} B), CPU {m.pipeline_cpu_ms:.1f} ms"
         )
     return 0
 
