@@ -284,7 +284,9 @@ def load_average() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=6.0, help="measured seconds a phase")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating one/eight rounds")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="alternating one/eight rounds (0: copies only)"
+    )
     parser.add_argument("--quality", default=DEFAULT, choices=sorted(PRESETS))
     parser.add_argument("--pictures", type=int, default=120, help="pictures in the copies phase")
     parser.add_argument("--json", action="store_true")
@@ -310,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                         {"one": asdict(one), "eight": asdict(eight), "ratio": ratio(one, eight)}
                         for one, eight in rounds
                     ],
-                    "summary": summary(rounds),
+                    "summary": summary(rounds) if rounds else None,
                     "copies": [asdict(m) for m in measured],
                 }
             )
@@ -324,14 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for number, (one, eight) in enumerate(rounds, 1):
         report(number, one, eight)
-    s = summary(rounds)
-    verdict = "ok" if s["ratio"] >= 0.9 else "MISS"
-    print(
-        f"\nsummary (medians of {len(rounds)} rounds): solo {s['solo_fps']:.1f} fps; eight "
-        f"viewers, one stalled: slowest fast viewer {s['eight_min_fps']:.1f} fps = "
-        f"{s['ratio']:.2f} x solo of its round (target >= 0.9: {verdict}); capture-to-viewer "
-        f"p50 solo {s['solo_p50_ms']:.1f} ms, eight {s['eight_p50_ms']:.1f} ms"
-    )
+    if rounds:
+        print_summary(rounds)
     for m in measured:
         print(
             f"\n[copies, {m.protocol}] per picture (median of {m.pictures}): capture peak "
@@ -390,6 +386,17 @@ def summary(rounds: list[tuple[PhaseResult, PhaseResult]]) -> dict[str, float]:
             statistics.median(v.latency_p50_ms for v in e.fast) for _, e in rounds
         ),
     }
+
+
+def print_summary(rounds: list[tuple[PhaseResult, PhaseResult]]) -> None:
+    s = summary(rounds)
+    verdict = "ok" if s["ratio"] >= 0.9 else "MISS"
+    print(
+        f"\nsummary (medians of {len(rounds)} rounds): solo {s['solo_fps']:.1f} fps; eight "
+        f"viewers, one stalled: slowest fast viewer {s['eight_min_fps']:.1f} fps = "
+        f"{s['ratio']:.2f} x solo of its round (target >= 0.9: {verdict}); capture-to-viewer "
+        f"p50 solo {s['solo_p50_ms']:.1f} ms, eight {s['eight_p50_ms']:.1f} ms"
+    )
 
 
 def report(number: int, one: PhaseResult, eight: PhaseResult) -> None:
