@@ -75,6 +75,18 @@ def url(listener: VideoListener) -> str:
     return f"ws://127.0.0.1:{listener.port}/api/video"
 
 
+async def join(listener: VideoListener, clock: Clock, count: int) -> list[Viewer]:
+    """`count` acking viewers, once the listener has admitted them all."""
+    before = (await listener.call(listener.status))["viewers"]
+    viewers = [
+        await Viewer.open(url(listener), await ticket_for(listener, clock), origin=ORIGIN)
+        for _ in range(count)
+    ]
+    while (await listener.call(listener.status))["viewers"] < before + count:
+        await asyncio.sleep(0.01)
+    return viewers
+
+
 def push(listener: VideoListener, seq: int, size: int, key: bool) -> None:
     listener.push(vf.h264_frame(1, seq, 0, key, [bytes(size)]))
 
@@ -145,12 +157,7 @@ async def test_every_viewer_is_written_the_same_prepared_frame(
 ) -> None:
     """No per-viewer framing or copy: each socket gets the encoder's very `bytes` object."""
     await listener.call(listener.new_generation, 1)
-    viewers = [
-        await Viewer.open(url(listener), await ticket_for(listener, clock), origin=ORIGIN)
-        for _ in range(3)
-    ]
-    while (await listener.call(listener.status))["viewers"] < 3:
-        await asyncio.sleep(0.01)
+    viewers = await join(listener, clock, 3)
     recorders = await listener.call(_record_writes, listener)
     frames = [vf.h264_frame(1, seq, 0, seq == 1, [bytes(70_000)]) for seq in (1, 2, 3)]
     for frame in frames:
