@@ -79,6 +79,7 @@ class PhaseResult:
     stalled_bytes: int = 0
     max_unacked_bytes_status: int = 0
     adapter_cpu_percent: float = 0.0
+    viewers_cpu_percent: float = 0.0  # this process: the viewers, acks and status polls
 
 
 @dataclass
@@ -150,6 +151,7 @@ async def phase(native: NativeProcess, name: str, fast: int, stalled: int, secon
     begin = time.monotonic()
     start, end = begin + WARMUP_S, begin + WARMUP_S + seconds
     cpu_before = cpu_seconds(native.pid)
+    own_before = time.process_time()
     max_status_bytes = 0
 
     async def sample_status() -> None:
@@ -161,11 +163,14 @@ async def phase(native: NativeProcess, name: str, fast: int, stalled: int, secon
             await asyncio.sleep(0.25)
 
     await asyncio.gather(*(watch(v, end) for v in viewers), sample_status())
-    cpu = (cpu_seconds(native.pid) - cpu_before) / (time.monotonic() - begin) * 100
+    elapsed = time.monotonic() - begin
+    cpu = (cpu_seconds(native.pid) - cpu_before) / elapsed * 100
+    own = (time.process_time() - own_before) / elapsed * 100
     result = PhaseResult(
         name,
         [summarize(v, start, end) for v in viewers[:fast]],
         adapter_cpu_percent=cpu,
+        viewers_cpu_percent=own,
         max_unacked_bytes_status=max_status_bytes,
     )
     if stalled:
@@ -409,10 +414,11 @@ def report(number: int, one: PhaseResult, eight: PhaseResult) -> None:
     print(
         f"\n[round {number}] one: {solo.fps:5.1f} fps, p50 {solo.latency_p50_ms:5.1f} ms, "
         f"p95 {solo.latency_p95_ms:5.1f} ms, {solo.mbit_s:4.1f} Mbit/s, adapter CPU "
-        f"{one.adapter_cpu_percent:.0f}%\n"
+        f"{one.adapter_cpu_percent:.0f}%, viewers {one.viewers_cpu_percent:.0f}%\n"
         f"          eight: fast {min(fps):5.1f}-{max(fps):5.1f} fps (ratio "
         f"{ratio(one, eight):.2f}), p50 {min(p50):5.1f}-{max(p50):5.1f} ms, adapter CPU "
-        f"{eight.adapter_cpu_percent:.0f}%; stalled viewer holds {eight.stalled_frames} frames, "
+        f"{eight.adapter_cpu_percent:.0f}%, viewers {eight.viewers_cpu_percent:.0f}%; "
+        f"stalled viewer holds {eight.stalled_frames} frames, "
         f"{eight.stalled_bytes} B (cap 8 / 1 MiB: {'ok' if within else 'MISS'}), max "
         f"status.unacknowledged_bytes {eight.max_unacked_bytes_status}"
     )

@@ -105,6 +105,7 @@ async def test_stalled_viewer_does_not_slow_fast_viewers(
     while (await listener.call(listener.status))["viewers"] < 4:
         await asyncio.sleep(0.01)
     assert listener.active_log[-1] is True  # type: ignore[attr-defined]
+    requests_before = len(listener.keyframe_log)  # type: ignore[attr-defined]
     total = 120
     for seq in range(1, total + 1):
         key = seq % 30 == 1
@@ -116,6 +117,8 @@ async def test_stalled_viewer_does_not_slow_fast_viewers(
     worst = max(stats, key=lambda s: s["unacked_frames"])
     assert worst["unacked_frames"] <= 8 and worst["unacked_bytes"] <= 1024 * 1024
     assert worst["dropped"] > 0
+    # Full, the stalled viewer could not take an IDR: it forced none on the others.
+    assert len(listener.keyframe_log) == requests_before  # type: ignore[attr-defined]
     status = await listener.call(listener.status)
     assert status["unacknowledged_bytes"] == worst["unacked_bytes"]
     assert status["dropped"] >= worst["dropped"]

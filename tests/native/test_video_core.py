@@ -201,13 +201,19 @@ def frame(seq: int, size: int = 1000, key: bool = False, generation: int = 1) ->
 
 def test_new_viewer_waits_for_an_idr_then_caps_at_eight() -> None:
     flow = ViewerFlow()
+    assert flow.wants_keyframe  # a new viewer starts with an IDR
     assert flow.offer(frame(1), 0) is Verdict.SKIP
     assert flow.offer(frame(2, key=True), 0) is Verdict.SEND
+    assert not flow.wants_keyframe
     for seq in range(3, 10):
         assert flow.offer(frame(seq), 0) is Verdict.SEND
     assert flow.unacked_frames == 8
     assert flow.offer(frame(10), 0) is Verdict.SKIP  # ninth: skipped, IDR needed now
+    # ... but not wanted yet: at its cap the viewer could not take one (a stalled viewer
+    # must not cost everyone else a forced IDR a second).
+    assert flow.need_keyframe and not flow.wants_keyframe
     flow.ack(1, 2, 0)
+    assert flow.wants_keyframe  # room again: now an IDR is worth forcing
     assert flow.offer(frame(11), 0) is Verdict.SKIP  # room again, but not decodable
     assert flow.offer(frame(12, key=True), 0) is Verdict.SEND
 
@@ -237,6 +243,16 @@ def test_acks_must_come_in_order_and_stalls_are_seen() -> None:
     with pytest.raises(FlowViolation):
         flow.ack(1, 3, 10)
     assert not flow.stalled(100)
+
+
+def test_keyframe_pacer_says_when_a_waiting_request_is_due() -> None:
+    pacer = KeyframePacer(interval=1.0)
+    assert pacer.due_in(0.0) is None  # nothing waits: the video thread sleeps for pictures
+    pacer.request()
+    assert pacer.due_in(0.0) == 0.0 and pacer.take(0.0)
+    pacer.request()
+    assert pacer.due_in(0.25) == 0.75 and not pacer.take(0.25)  # waits, not dropped
+    assert pacer.due_in(1.0) == 0.0 and pacer.take(1.0) and pacer.due_in(1.0) is None
 
 
 def test_keyframe_requests_are_rate_limited() -> None:

@@ -109,6 +109,19 @@ class ViewerFlow:
         self._admit(frame, now)
         return Verdict.SEND
 
+    @property
+    def wants_keyframe(self) -> bool:
+        """It waits for an IDR and could take one now: only then is one worth forcing.
+
+        A viewer at its cap (a stalled one) could not take it, so forcing IDRs for it
+        would only cost every other viewer a keyframe a second.
+        """
+        if not self.need_keyframe:
+            return False
+        if not self._unacked:
+            return True
+        return len(self._unacked) < self.max_frames and self._bytes < self.max_bytes
+
     def _fits(self, frame: OutFrame) -> bool:
         if len(self._unacked) >= self.max_frames:
             return False
@@ -162,9 +175,15 @@ class KeyframePacer:
     def request(self) -> None:
         self.pending = True
 
+    def due_in(self, now: float) -> float | None:
+        """Seconds until a waiting request may be honoured (0.0: now); None when none waits."""
+        if not self.pending:
+            return None
+        return max(0.0, self._last + self._interval - now)
+
     def take(self, now: float) -> bool:
         """True when the next encoded picture should be an IDR."""
-        if self.pending and now - self._last >= self._interval:
+        if self.due_in(now) == 0.0:
             self.pending = False
             self._last = now
             return True

@@ -190,7 +190,7 @@ class VideoListener:
                 verdict = viewer.flow.offer(frame, now)
                 if verdict is Verdict.SEND:
                     viewer.send(frame)
-                elif verdict is Verdict.SKIP and viewer.flow.need_keyframe:
+                elif verdict is Verdict.SKIP and viewer.flow.wants_keyframe:
                     self._request_keyframe()
 
     # --- owner-side operations (run on this loop through `call`) -------------
@@ -347,6 +347,8 @@ class VideoListener:
             return False
         if pending is not None:
             viewer.send(pending)
+        elif viewer.flow.wants_keyframe:  # room again after skips: recover (paced, 1/s)
+            self._request_keyframe()
         return True
 
     async def _watch_stalls(self) -> None:

@@ -112,23 +112,35 @@ class VideoPipeline:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._stopped and not (
-                    self._active and (self._mailbox is not None or self._pacer.pending)
-                ):
-                    self._cond.wait(0.1)
+                while not self._stopped and not self._work_ready(time.monotonic()):
+                    self._cond.wait(self._idle_wait(time.monotonic()))
                 if self._stopped:
                     return
                 picture, self._mailbox = self._mailbox, None
                 generation = self.generation
                 force = self._pacer.take(time.monotonic())
-                pending_only = picture is None and not force
-            if pending_only:
-                time.sleep(0.02)  # a keyframe request inside its one-second interval
+            if picture is None and not force:
                 continue
             try:
                 self._produce(picture, generation, force)
             except Exception:
                 log.exception("video encoding failed")
+
+    def _work_ready(self, now: float) -> bool:
+        """A picture to encode, or a keyframe request whose interval is over (lock held)."""
+        if not self._active:
+            return False
+        return self._mailbox is not None or self._pacer.due_in(now) == 0.0
+
+    def _idle_wait(self, now: float) -> float:
+        """Until a request waiting in its one-second interval is due; a picture wakes us sooner.
+
+        Never a poll: a thread that slept here while a picture arrived would cap the
+        frame rate (with a stalled viewer asking for IDRs, a request is nearly always
+        waiting).
+        """
+        due = self._pacer.due_in(now) if self._active else None
+        return 0.1 if due is None else min(0.1, due)
 
     def _produce(self, picture: Picture | None, generation: int, force: bool) -> None:
         if picture is None and force:
