@@ -69,6 +69,7 @@ class ViewerResult:
     latency_p50_ms: float
     latency_p95_ms: float
     mbit_s: float
+    skipped: int  # sequence numbers this viewer never got (flow-control skips), from the wire
 
 
 @dataclass
@@ -134,12 +135,15 @@ def summarize(viewer: Viewer, start: float, end: float) -> ViewerResult:
         float("nan")
     ]
     seconds = end - start
+    sequences = [r.message.sequence for r in window]
+    skipped = (max(sequences) - min(sequences) + 1 - len(sequences)) if sequences else 0
     return ViewerResult(
         frames=len(window),
         fps=len(window) / seconds,
         latency_p50_ms=statistics.median(latencies),
         latency_p95_ms=latencies[int(0.95 * (len(latencies) - 1))],
         mbit_s=sum(r.size for r in window) * 8 / seconds / 1e6,
+        skipped=skipped,
     )
 
 
@@ -416,7 +420,8 @@ def report(number: int, one: PhaseResult, eight: PhaseResult) -> None:
         f"p95 {solo.latency_p95_ms:5.1f} ms, {solo.mbit_s:4.1f} Mbit/s, adapter CPU "
         f"{one.adapter_cpu_percent:.0f}%, viewers {one.viewers_cpu_percent:.0f}%\n"
         f"          eight: fast {min(fps):5.1f}-{max(fps):5.1f} fps (ratio "
-        f"{ratio(one, eight):.2f}), p50 {min(p50):5.1f}-{max(p50):5.1f} ms, adapter CPU "
+        f"{ratio(one, eight):.2f}; skipped {max(v.skipped for v in eight.fast)} of the "
+        f"encoded, solo {solo.skipped}), p50 {min(p50):5.1f}-{max(p50):5.1f} ms, adapter CPU "
         f"{eight.adapter_cpu_percent:.0f}%, viewers {eight.viewers_cpu_percent:.0f}%; "
         f"stalled viewer holds {eight.stalled_frames} frames, "
         f"{eight.stalled_bytes} B (cap 8 / 1 MiB: {'ok' if within else 'MISS'}), max "
