@@ -352,6 +352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tetherbed.agent.native.main import main_device
 
         return main_device(rest[2:])
+    if rest[:2] == ["native", "doctor"]:
+        from tetherbed.agent.native.doctor import main as doctor_main
+
+        return doctor_main(rest[2:])
     if rest[:1] == ["demo"]:
         from tetherbed.demo import main as demo_main
 

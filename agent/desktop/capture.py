@@ -25,10 +25,12 @@ class Frame:
     """Raw pixels: BGRA, 4 bytes a pixel, rows tightly packed (stride = width * 4).
 
     `left`/`top` are the display-global position of the top-left pixel, so a
-    point (x, y) in the frame is (left + x, top + y) on the display.
+    point (x, y) in the frame is (left + x, top + y) on the display. `data` may be
+    the very buffer mss filled (a `bytearray` no one else holds): it is never
+    written after the grab, and keeping it saves copying a picture per capture.
     """
 
-    data: bytes
+    data: bytes | bytearray
     width: int
     height: int
     left: int
@@ -162,7 +164,7 @@ class ScreenCapture:
             raise DisplayUnavailable(f"grab on {self.display} failed: {exc}") from exc
         captured_at = self._clock.time()
         return Frame(
-            data=bytes(shot.raw),
+            data=shot.raw,  # mss's own fresh buffer: not copied again
             width=shot.width,
             height=shot.height,
             left=shot.left,

@@ -2,7 +2,7 @@
 
 Frames are BGRA with the fourth byte as padding (X servers leave it 0), so
 every conversion reads them as BGRX. Pillow does the still images; PyAV's
-swscale does NV12, about 10 ms for 1080p on one core, without numpy.
+swscale does NV12 for video, without numpy.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ import io
 import math
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tetherbed.agent.desktop.capture import Frame
 from tetherbed.agent.desktop.errors import DependencyMissing, ImageTooLarge
 
 if TYPE_CHECKING:
+    from av import VideoFrame
     from PIL.Image import Image
 
 #: Smallest edge `to_png` shrinks to before giving up on a byte budget.
@@ -128,6 +129,76 @@ def even_size(width: int, height: int) -> tuple[int, int]:
     return w, h
 
 
+class Nv12Converter:
+    """BGRA frames to NV12 `av.VideoFrame`s (limited-range BT.601), for one stream of pictures.
+
+    The BGRA source is one AVFrame allocated per source size and reused for every
+    picture: loading a frame into it is the only copy on the way in, and its
+    reformatter keeps its swscale context between pictures. Each result is a new
+    NV12 frame that an encoder takes as it is (`nv12_parts` reads it without copying).
+    Not thread-safe: one converter per video thread.
+    """
+
+    def __init__(self) -> None:
+        self.source: VideoFrame | None = None
+
+    def convert(self, frame: Frame, width: int | None = None, height: int | None = None) -> Any:
+        """NV12 of `frame`, scaled (bilinear) to `(width, height)` rounded down to even."""
+        out_w, out_h = even_size(width or frame.width, height or frame.height)
+        source = self.source
+        if source is None or (source.width, source.height) != (frame.width, frame.height):
+            source = self.source = _video_frame_class()(frame.width, frame.height, "bgr0")
+        _load(source.planes[0], frame)
+        return source.reformat(
+            width=out_w,
+            height=out_h,
+            format="nv12",
+            src_colorspace="ITU601",
+            dst_colorspace="ITU601",
+            src_color_range="JPEG",
+            dst_color_range="MPEG",
+        )
+
+
+def _video_frame_class() -> type[VideoFrame]:
+    try:
+        from av import VideoFrame
+    except ImportError as exc:  # pragma: no cover - the desktop extra installs it
+        raise DependencyMissing("PyAV (av) is not installed") from exc
+    return VideoFrame
+
+
+def _load(plane: Any, frame: Frame) -> None:
+    """Copy the BGRA rows into the AVFrame plane (whose rows swscale may have padded)."""
+    line = plane.line_size
+    if line == frame.stride:
+        plane.update(frame.data)
+        return
+    target = memoryview(plane)
+    source = memoryview(frame.data)
+    stride = frame.stride
+    for row in range(frame.height):
+        target[row * line : row * line + stride] = source[row * stride : (row + 1) * stride]
+
+
+def nv12_parts(picture: Any) -> list[memoryview]:
+    """Views of an NV12 frame's Y rows then UV rows, without the planes' row padding.
+
+    Two views (whole planes) when the rows are unpadded, else one per row; joined,
+    they are the tightly packed NV12 bytes. Nothing is copied here.
+    """
+    width, height = picture.width, picture.height
+    parts: list[memoryview] = []
+    for plane, rows in zip(picture.planes, (height, height // 2), strict=True):
+        view = memoryview(plane)
+        line = plane.line_size
+        if line == width:
+            parts.append(view[: width * rows])
+        else:
+            parts.extend(view[r * line : r * line + width] for r in range(rows))
+    return parts
+
+
 def to_nv12(frame: Frame, width: int | None = None, height: int | None = None) -> bytes:
     """NV12 (Y plane, then interleaved UV at half resolution), limited-range BT.601.
 
@@ -135,44 +206,4 @@ def to_nv12(frame: Frame, width: int | None = None, height: int | None = None) -
     to even numbers, scaled with bilinear filtering. Returns exactly
     `w*h + w*h/2` bytes with no row padding.
     """
-    try:
-        from av import VideoFrame
-    except ImportError as exc:  # pragma: no cover - the desktop extra installs it
-        raise DependencyMissing("PyAV (av) is not installed") from exc
-    out_w, out_h = even_size(width or frame.width, height or frame.height)
-    source = VideoFrame(frame.width, frame.height, "bgr0")
-    plane = source.planes[0]
-    if plane.line_size == frame.stride:
-        plane.update(frame.data)
-    else:  # swscale aligns rows; copy row by row into the padded plane
-        padded = bytearray(plane.line_size * frame.height)
-        for row in range(frame.height):
-            start = row * frame.stride
-            padded[row * plane.line_size : row * plane.line_size + frame.stride] = frame.data[
-                start : start + frame.stride
-            ]
-        plane.update(bytes(padded))
-    nv12 = source.reformat(
-        width=out_w,
-        height=out_h,
-        format="nv12",
-        src_colorspace="ITU601",
-        dst_colorspace="ITU601",
-        src_color_range="JPEG",
-        dst_color_range="MPEG",
-    )
-    return _packed_planes(nv12, out_w, out_h)
-
-
-def _packed_planes(frame: object, width: int, height: int) -> bytes:
-    """The NV12 planes with swscale's row padding removed."""
-    y_plane, uv_plane = frame.planes  # type: ignore[attr-defined]
-    return _unpad(y_plane, width, height) + _unpad(uv_plane, width, height // 2)
-
-
-def _unpad(plane: object, row_bytes: int, rows: int) -> bytes:
-    line = plane.line_size  # type: ignore[attr-defined]
-    data = bytes(plane)  # type: ignore[call-overload]
-    if line == row_bytes:
-        return data[: row_bytes * rows]
-    return b"".join(data[r * line : r * line + row_bytes] for r in range(rows))
+    return b"".join(nv12_parts(Nv12Converter().convert(frame, width, height)))

@@ -22,6 +22,7 @@ from tetherbed.agent.native.actions import plan
 from tetherbed.agent.native.capture_loop import CaptureLoop
 from tetherbed.agent.native.desktop_backend import CoreDesktop, DesktopBackend, check_keys
 from tetherbed.agent.native.devices import lookup_device
+from tetherbed.agent.native.doctor import hello_video_fields
 from tetherbed.agent.native.errors import Code, NativeError
 from tetherbed.agent.native.frames import MAX_FRAME_AGE_S, FrameStore, Picture
 from tetherbed.agent.native.framing import MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES
@@ -30,15 +31,14 @@ from tetherbed.agent.native.input_runner import InputRunner, Progress
 from tetherbed.agent.native.observations import ObservationStore
 from tetherbed.agent.native.operations import MAX_OPERATIONS, OPERATION_TTL_S, OperationCache
 from tetherbed.agent.native.protocol import PROTOCOL, Request
-from tetherbed.agent.native.quality import PRESETS, Quality
+from tetherbed.agent.native.quality import DEFAULT, PRESETS, Quality
 from tetherbed.agent.native.session import Session
 from tetherbed.agent.native.video.flow import OutFrame
+from tetherbed.agent.native.video.frames import H264_PROTOCOL, NV12_PROTOCOL
 from tetherbed.agent.native.video.listener import TRANSPORT, VideoListener
 from tetherbed.agent.native.video.pipeline import VideoPipeline
 
 log = logging.getLogger(__name__)
-VIDEO_PROTOCOLS = ["h264-annexb/1", "nv12/1"]
-VIDEO_DECODERS = ["auto", "software"]
 PASSWORD_WAIT_S = 5.0
 TICKET_TTL_MS = 15000
 
@@ -48,7 +48,7 @@ class Options:
     video_ws: bool = False
     server: str | None = None
     port: int | None = None
-    quality: str = "high"
+    quality: str = DEFAULT
     registry: str | None = None
 
 
@@ -65,9 +65,7 @@ def hello_result(video_ws: bool) -> dict[str, Any]:
         "operation_cache_ms": int(OPERATION_TTL_S * 1000),
     }
     if video_ws:
-        result["video_transport"] = TRANSPORT
-        result["video_protocols"] = list(VIDEO_PROTOCOLS)
-        result["video_decoders"] = list(VIDEO_DECODERS)
+        result.update(hello_video_fields())  # what `doctor --json` advertises, unprefixed
     return result
 
 
@@ -109,7 +107,7 @@ class Adapter:
     # --- video plumbing --------------------------------------------------------
 
     def _start_listener(self, *, nv12: bool) -> None:
-        protocol = "nv12/1" if nv12 else "h264-annexb/1"
+        protocol = NV12_PROTOCOL if nv12 else H264_PROTOCOL
         quality = self.quality
         listener_box: list[VideoListener] = []
 

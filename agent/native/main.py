@@ -1,8 +1,9 @@
 """`tetherbed native`: the crossdesk-automation/1 adapter process, and its device registry.
 
     tetherbed native --stdio --password-fd 3 [--video-ws] [--server HOST --port PORT]
-                     [--quality high|balanced|low] [--log-dir DIR]
+                     [--quality high-frame-rate|high|balanced|low] [--log-dir DIR]
     tetherbed native device add --display :N [--registry FILE]
+    tetherbed native doctor [--json] [--display :N]        (doctor.py)
 
 Only protocol responses use the original stdout: it is duplicated at start-up and
 descriptor 1 is pointed at stderr, so any stray print or library chatter lands in
@@ -84,6 +85,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.log_dir is not None and not os.path.isdir(args.log_dir):
         print(f"tetherbed native: --log-dir {args.log_dir} does not exist", file=sys.stderr)
         return EXIT_USAGE
+    if args.video_ws:
+        from tetherbed.agent.native.doctor import video_capabilities
+
+        if not video_capabilities():
+            print(
+                "tetherbed native: --video-ws, but no video protocol works here "
+                "(see `tetherbed native doctor`)",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
     # Keep the real stdout for protocol responses only; fd 1 becomes stderr.
     out_fd = os.dup(1)
     sys.stdout.flush()

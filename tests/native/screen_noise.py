@@ -1,7 +1,9 @@
 """Something changing on an X display: a thread paints moving bars on the root window.
 
 Video tests and the bench need pictures that differ from frame to frame; painting
-the root window with python-xlib needs no window manager and no toolkit.
+the root window with python-xlib needs no window manager and no toolkit. Paints
+keep to a fixed schedule (`fps` a second, whatever a paint takes), so the bench
+can paint faster than the adapter samples and the content never limits its rate.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class ScreenNoise:
         width, height = screen.width_in_pixels, screen.height_in_pixels
         gc = root.create_gc(foreground=0, subwindow_mode=X.IncludeInferiors)
         frame = 0
+        start = time.monotonic()
         try:
             while not self._stop.is_set():
                 frame += 1
@@ -47,6 +50,9 @@ class ScreenNoise:
                         gc, x, (i * height) // self._bars, 160, height // self._bars
                     )
                 display.sync()
-                time.sleep(self._interval)
+                late = time.monotonic() - (start + frame * self._interval)
+                if late > self._interval:  # fell behind (a busy machine): skip, never burst
+                    start += late
+                self._stop.wait(max(0.0, start + frame * self._interval - time.monotonic()))
         finally:
             display.close()

@@ -8,13 +8,13 @@ import json
 import secrets
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from tetherbed.agent.native.video import frames as vf
-from tetherbed.agent.native.video.flow import OutFrame
 from tetherbed.agent.native.video.listener import CLOSE_POLICY, CLOSE_STALLED, VideoListener
 from tetherbed.agent.native.video.viewer import Viewer
 
@@ -75,9 +75,20 @@ def url(listener: VideoListener) -> str:
     return f"ws://127.0.0.1:{listener.port}/api/video"
 
 
+async def join(listener: VideoListener, clock: Clock, count: int) -> list[Viewer]:
+    """`count` acking viewers, once the listener has admitted them all."""
+    before = (await listener.call(listener.status))["viewers"]
+    viewers = [
+        await Viewer.open(url(listener), await ticket_for(listener, clock), origin=ORIGIN)
+        for _ in range(count)
+    ]
+    while (await listener.call(listener.status))["viewers"] < before + count:
+        await asyncio.sleep(0.01)
+    return viewers
+
+
 def push(listener: VideoListener, seq: int, size: int, key: bool) -> None:
-    data = vf.pack_h264(1, seq, 0, key, bytes(size))
-    listener.push(OutFrame(1, seq, key, data))
+    listener.push(vf.h264_frame(1, seq, 0, key, [bytes(size)]))
 
 
 async def test_stalled_viewer_does_not_slow_fast_viewers(
@@ -94,11 +105,11 @@ async def test_stalled_viewer_does_not_slow_fast_viewers(
     while (await listener.call(listener.status))["viewers"] < 4:
         await asyncio.sleep(0.01)
     assert listener.active_log[-1] is True  # type: ignore[attr-defined]
+    requests_before = len(listener.keyframe_log)  # type: ignore[attr-defined]
     total = 120
     for seq in range(1, total + 1):
         key = seq % 30 == 1
-        data = vf.pack_h264(1, seq, 0, key, bytes(200_000 if key else 60_000))
-        listener.push(OutFrame(1, seq, key, data))
+        push(listener, seq, 200_000 if key else 60_000, key)
         # Every fast viewer gets every frame although the stalled one stopped at 8.
         got = await asyncio.gather(*(asyncio.wait_for(v.receive(), 5) for v in fast))
         assert {r.message.sequence for r in got} == {seq}
@@ -106,6 +117,8 @@ async def test_stalled_viewer_does_not_slow_fast_viewers(
     worst = max(stats, key=lambda s: s["unacked_frames"])
     assert worst["unacked_frames"] <= 8 and worst["unacked_bytes"] <= 1024 * 1024
     assert worst["dropped"] > 0
+    # Full, the stalled viewer could not take an IDR: it forced none on the others.
+    assert len(listener.keyframe_log) == requests_before  # type: ignore[attr-defined]
     status = await listener.call(listener.status)
     assert status["unacknowledged_bytes"] == worst["unacked_bytes"]
     assert status["dropped"] >= worst["dropped"]
@@ -116,6 +129,48 @@ async def test_stalled_viewer_does_not_slow_fast_viewers(
             await asyncio.wait_for(stalled.receive(), 5)
     assert info.value.rcvd is not None and info.value.rcvd.code == CLOSE_STALLED
     for viewer in fast:
+        await viewer.close()
+
+
+class RecordingTransport:
+    """Wraps a server-side transport: records what is written, passes everything on."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.written: list[Any] = []
+
+    def write(self, data: Any) -> None:
+        self.written.append(data)
+        self.inner.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def _record_writes(listener: VideoListener) -> list[RecordingTransport]:
+    recorders = []
+    for viewer in listener._viewers:
+        viewer.ws.transport = RecordingTransport(viewer.ws.transport)
+        recorders.append(viewer.ws.transport)
+    return recorders
+
+
+async def test_every_viewer_is_written_the_same_prepared_frame(
+    listener: VideoListener, clock: Clock
+) -> None:
+    """No per-viewer framing or copy: each socket gets the encoder's very `bytes` object."""
+    await listener.call(listener.new_generation, 1)
+    viewers = await join(listener, clock, 3)
+    recorders = await listener.call(_record_writes, listener)
+    frames = [vf.h264_frame(1, seq, 0, seq == 1, [bytes(70_000)]) for seq in (1, 2, 3)]
+    for frame in frames:
+        listener.push(frame)
+        got = await asyncio.gather(*(asyncio.wait_for(v.receive(), 5) for v in viewers))
+        assert all(bytes(r.message.payload) == bytes(70_000) for r in got)
+    for recorder in recorders:
+        assert len(recorder.written) == 3
+        assert all(w is f.wire for w, f in zip(recorder.written, frames, strict=True))
+    for viewer in viewers:
         await viewer.close()
 
 

@@ -130,6 +130,7 @@ def test_connect_status_and_second_connect(
     assert status["displays"][0]["width"] == 1920
     assert status["server"] == {"host": "rendezvous.example", "port": 21114, "reached": "local"}
     assert status["video_output"]["viewers"] == 0
+    assert status["quality"] == "high-frame-rate"  # the agent-mode default tier
     assert 0 <= status["frame_age_ms"] < 2000
     _, device_id, _ = device
     second = native.call("connect", device=device_id, mode="control", display=0)

@@ -55,6 +55,66 @@ def test_cdn1_size_rules() -> None:
         vf.parse(b"XXXX" + data[4:])
 
 
+@pytest.mark.parametrize(
+    ("length", "header"),
+    [
+        (0, b"\x82\x00"),
+        (125, b"\x82\x7d"),
+        (126, b"\x82\x7e\x00\x7e"),
+        (65535, b"\x82\x7e\xff\xff"),
+        (65536, b"\x82\x7f\x00\x00\x00\x00\x00\x01\x00\x00"),
+        (25165856, b"\x82\x7f" + (25165856).to_bytes(8, "big")),
+    ],
+)
+def test_websocket_frame_header_byte_for_byte(length: int, header: bytes) -> None:
+    """RFC 6455 §5.2: FIN, binary, unmasked, the shortest length encoding."""
+    assert vf.ws_binary_header(length) == header
+
+
+def _websockets_reads(wire: bytes) -> bytes:
+    """What the `websockets` client's own parser makes of a server frame."""
+    from websockets.client import ClientProtocol
+    from websockets.frames import Opcode
+    from websockets.protocol import State
+    from websockets.uri import parse_uri
+
+    client = ClientProtocol(parse_uri("ws://127.0.0.1/api/video"), state=State.OPEN)
+    client.receive_data(wire)
+    (frame,) = client.events_received()
+    assert frame.opcode is Opcode.BINARY and frame.fin
+    return bytes(frame.data)
+
+
+@pytest.mark.parametrize("size", [5, 99, 126 - 24, 70_000])
+def test_h264_message_is_built_once_as_a_websocket_frame(size: int) -> None:
+    payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    units = [payload[: size // 2], memoryview(payload)[size // 2 :]]  # two packets, any buffer
+    frame = vf.h264_frame(7, 9, 123456789, True, units)
+    message = struct.pack(">IIIQI", vf.CDV1, 7, 9, 123456789, 1) + payload
+    assert frame.wire == vf.ws_binary_header(len(message)) + message
+    assert isinstance(frame.wire, bytes)  # immutable: safe to share between viewers
+    assert frame.offset == len(vf.ws_binary_header(len(message)))
+    assert frame.size == len(message) and bytes(frame.message) == message
+    assert message == vf.pack_h264(7, 9, 123456789, True, payload)
+    assert (frame.generation, frame.sequence, frame.keyframe) == (7, 9, True)
+    assert _websockets_reads(frame.wire) == message
+    with pytest.raises(vf.FrameFormatError):
+        vf.h264_frame(1, 1, 1, False, [bytes(vf.MAX_ACCESS_UNIT), b"x"])
+
+
+def test_nv12_message_is_built_once_from_row_views() -> None:
+    width, height = 6, 4
+    rows = [bytes([r]) * width for r in range(height + height // 2)]
+    frame = vf.nv12_frame(2**32 + 3, 4, 5, width=width, height=height, parts=rows)
+    message = vf.pack_nv12(3, 4, 5, width=width, height=height, nv12=b"".join(rows))
+    assert message[:32] == struct.pack(">IIIQIII", vf.CDN1, 3, 4, 5, 1, width, height)
+    assert frame.wire == vf.ws_binary_header(len(message)) + message
+    assert frame.keyframe and frame.size == 32 + width * height * 3 // 2
+    assert _websockets_reads(frame.wire) == message
+    with pytest.raises(vf.FrameFormatError):
+        vf.nv12_frame(1, 1, 1, width=width, height=height, parts=rows[:-1])
+
+
 def test_nal_unit_types() -> None:
     unit = b"\x00\x00\x00\x01\x67aa\x00\x00\x00\x01\x68b\x00\x00\x01\x65ccc"
     assert vf.nal_unit_types(unit) == [7, 8, 5]
@@ -141,13 +201,19 @@ def frame(seq: int, size: int = 1000, key: bool = False, generation: int = 1) ->
 
 def test_new_viewer_waits_for_an_idr_then_caps_at_eight() -> None:
     flow = ViewerFlow()
+    assert flow.wants_keyframe  # a new viewer starts with an IDR
     assert flow.offer(frame(1), 0) is Verdict.SKIP
     assert flow.offer(frame(2, key=True), 0) is Verdict.SEND
+    assert not flow.wants_keyframe
     for seq in range(3, 10):
         assert flow.offer(frame(seq), 0) is Verdict.SEND
     assert flow.unacked_frames == 8
     assert flow.offer(frame(10), 0) is Verdict.SKIP  # ninth: skipped, IDR needed now
+    # ... but not wanted yet: at its cap the viewer could not take one (a stalled viewer
+    # must not cost everyone else a forced IDR a second).
+    assert flow.need_keyframe and not flow.wants_keyframe
     flow.ack(1, 2, 0)
+    assert flow.wants_keyframe  # room again: now an IDR is worth forcing
     assert flow.offer(frame(11), 0) is Verdict.SKIP  # room again, but not decodable
     assert flow.offer(frame(12, key=True), 0) is Verdict.SEND
 
@@ -177,6 +243,16 @@ def test_acks_must_come_in_order_and_stalls_are_seen() -> None:
     with pytest.raises(FlowViolation):
         flow.ack(1, 3, 10)
     assert not flow.stalled(100)
+
+
+def test_keyframe_pacer_says_when_a_waiting_request_is_due() -> None:
+    pacer = KeyframePacer(interval=1.0)
+    assert pacer.due_in(0.0) is None  # nothing waits: the video thread sleeps for pictures
+    pacer.request()
+    assert pacer.due_in(0.0) == 0.0 and pacer.take(0.0)
+    pacer.request()
+    assert pacer.due_in(0.25) == 0.75 and not pacer.take(0.25)  # waits, not dropped
+    assert pacer.due_in(1.0) == 0.0 and pacer.take(1.0) and pacer.due_in(1.0) is None
 
 
 def test_keyframe_requests_are_rate_limited() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import secrets
 import socket
 import subprocess
@@ -82,14 +83,16 @@ def test_h264_stream_decodes_cleanly(
     stream.write_bytes(b"".join(bytes(f.payload) for f in frames))
     probe = subprocess.run(
         ["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0",
-         "-show_entries", "stream=codec_name,width,height,nb_read_frames", "-of", "csv=p=0",
-         str(stream)],
+         "-show_entries", "stream=codec_name,width,height,nb_read_frames,r_frame_rate",
+         "-of", "json", str(stream)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert probe.stderr == ""
-    codec, width, height, count = probe.stdout.strip().split(",")
-    assert (codec, width, height) == ("h264", "1920", "1080")
-    assert int(count) == len(frames)
+    info = json.loads(probe.stdout)["streams"][0]
+    # The default tier, as the stream itself says it (SPS timing): 1920 x 1080 at 60 fps.
+    assert (info["codec_name"], info["width"], info["height"]) == ("h264", 1920, 1080)
+    assert info["r_frame_rate"] == "60/1"
+    assert int(info["nb_read_frames"]) == len(frames)
     decode = subprocess.run(
         ["ffmpeg", "-v", "error", "-i", str(stream), "-f", "null", "-"],
         capture_output=True, text=True, check=False,

@@ -3,22 +3,28 @@
 With these settings libx264 returns exactly one packet per input picture (no
 B-frames, no lookahead), so every access unit leaves as soon as it is encoded.
 Keyframes are IDRs (`forced-idr`) and carry SPS/PPS because the stream has no
-global header. Input is NV12 from the desktop core, so the colour conversion is
-the same one the NV12 path and PNG images use.
+global header. Input is the NV12 `av.VideoFrame` that `Nv12Converter` made, taken
+as it is (the colour conversion is the same one the NV12 path and PNG images use);
+output is the encoder's packets, which the caller copies once into its message.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-
-PRESET_CRF = {"high": 23, "balanced": 28, "low": 32}
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
 class AccessUnit:
-    data: bytes
+    """One encoded picture: the encoder's packets (buffers, not copied) in order."""
+
+    packets: tuple[Any, ...]
     keyframe: bool
+
+    @property
+    def size(self) -> int:
+        return sum(p.size for p in self.packets)
 
 
 class H264Encoder:
@@ -28,6 +34,7 @@ class H264Encoder:
         if width % 2 or height % 2:
             raise ValueError("H.264 4:2:0 needs even dimensions")
         self.width, self.height = width, height
+        self.fps = fps
         ctx = av.CodecContext.create("libx264", "w")
         ctx.width, ctx.height = width, height
         ctx.pix_fmt = "nv12"
@@ -46,31 +53,24 @@ class H264Encoder:
         self._pts = 0
         self._step = 90000 // fps
 
-    def encode(self, nv12: bytes, *, keyframe: bool = False) -> list[AccessUnit]:
-        import av
+    def encode(self, picture: Any, *, keyframe: bool = False) -> AccessUnit | None:
+        """Encode an NV12 `av.VideoFrame` of this encoder's size; None if nothing came out.
+
+        The same picture may be encoded again (a forced IDR on a still screen): the
+        encoder keeps no reference to it once this returns.
+        """
         from av.video.frame import PictureType
 
-        frame = av.VideoFrame(self.width, self.height, "nv12")
-        y_plane, uv_plane = frame.planes
-        luma = self.width * self.height
-        _fill(y_plane, memoryview(nv12)[:luma], self.width, self.height)
-        _fill(uv_plane, memoryview(nv12)[luma:], self.width, self.height // 2)
-        frame.pts = self._pts
+        if (picture.width, picture.height) != (self.width, self.height):
+            size = f"{picture.width}x{picture.height}"
+            raise ValueError(f"a {size} picture for a {self.width}x{self.height} encoder")
+        picture.pts = self._pts
         self._pts += self._step
-        if keyframe:
-            frame.pict_type = PictureType.I
-        return [AccessUnit(bytes(p), bool(p.is_keyframe)) for p in self._ctx.encode(frame)]
+        picture.pict_type = PictureType.I if keyframe else PictureType.NONE
+        packets = tuple(self._ctx.encode(picture))
+        if not packets:
+            return None
+        return AccessUnit(packets, any(p.is_keyframe for p in packets))
 
     def close(self) -> None:
         self._ctx = None  # type: ignore[assignment]
-
-
-def _fill(plane: object, data: memoryview, row_bytes: int, rows: int) -> None:
-    line = plane.line_size  # type: ignore[attr-defined]
-    if line == row_bytes:
-        plane.update(data)  # type: ignore[attr-defined]
-        return
-    padded = bytearray(line * rows)
-    for r in range(rows):
-        padded[r * line : r * line + row_bytes] = data[r * row_bytes : (r + 1) * row_bytes]
-    plane.update(bytes(padded))  # type: ignore[attr-defined]

@@ -2,8 +2,10 @@
 
 Nothing here sends, sleeps or reads a clock: callers pass `now` and act on the
 answers. The listener wraps `ViewerFlow` per socket and `Handoff` between the
-encoder thread and its own loop. Every frame is one immutable `bytes` object that
-all viewers share; admission decides *whether* a viewer gets it, never copies it.
+encoder thread and its own loop. Every frame is one immutable `bytes` object, the
+complete WebSocket frame, that all viewers share; admission decides *whether* a
+viewer gets it, never copies it. Sizes count the message (CDV1/CDN1 header and
+payload), not the WebSocket frame header in front of it.
 """
 
 from __future__ import annotations
@@ -22,16 +24,26 @@ HANDOFF_BYTES = 8 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True, eq=False)
 class OutFrame:
-    """One prepared message (header + payload), shared by every viewer."""
+    """One prepared message, shared by every viewer.
+
+    `wire` is the whole WebSocket binary frame, written to each viewer's socket as
+    it is; the message itself starts at `offset` (after the frame header).
+    """
 
     generation: int
     sequence: int
     keyframe: bool
-    data: bytes
+    wire: bytes
+    offset: int = 0
 
     @property
     def size(self) -> int:
-        return len(self.data)
+        return len(self.wire) - self.offset
+
+    @property
+    def message(self) -> memoryview:
+        """The CDV1/CDN1 message, without the WebSocket frame header (a view, no copy)."""
+        return memoryview(self.wire)[self.offset :]
 
 
 class Verdict(Enum):
@@ -97,6 +109,19 @@ class ViewerFlow:
         self._admit(frame, now)
         return Verdict.SEND
 
+    @property
+    def wants_keyframe(self) -> bool:
+        """It waits for an IDR and could take one now: only then is one worth forcing.
+
+        A viewer at its cap (a stalled one) could not take it, so forcing IDRs for it
+        would only cost every other viewer a keyframe a second.
+        """
+        if not self.need_keyframe:
+            return False
+        if not self._unacked:
+            return True
+        return len(self._unacked) < self.max_frames and self._bytes < self.max_bytes
+
     def _fits(self, frame: OutFrame) -> bool:
         if len(self._unacked) >= self.max_frames:
             return False
@@ -150,9 +175,15 @@ class KeyframePacer:
     def request(self) -> None:
         self.pending = True
 
+    def due_in(self, now: float) -> float | None:
+        """Seconds until a waiting request may be honoured (0.0: now); None when none waits."""
+        if not self.pending:
+            return None
+        return max(0.0, self._last + self._interval - now)
+
     def take(self, now: float) -> bool:
         """True when the next encoded picture should be an IDR."""
-        if self.pending and now - self._last >= self._interval:
+        if self.due_in(now) == 0.0:
             self.pending = False
             self._last = now
             return True

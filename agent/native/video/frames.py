@@ -4,13 +4,28 @@ One WebSocket binary message is one complete frame, with no length prefix:
 
     CDV1: magic u32 | generation u32 | sequence u32 | timestamp_us u64 | flags u32 | Annex B
     CDN1: the same 24 bytes (flags always 1) | width u32 | height u32 | Y plane | UV plane
+
+The encoder thread builds each outgoing message once, already framed for the
+WebSocket (`h264_frame`, `nv12_frame`): one `bytes` allocated at its final size
+holds the RFC 6455 frame header, the CDV1/CDN1 header and the payload, copied in
+a single pass from the encoder's packet or the NV12 planes. Every viewer's
+socket is then handed that same object; nothing is copied per viewer.
+`pack_h264`/`pack_nv12` build the bare message (no WebSocket header), for tests
+and for peers that frame it themselves.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from tetherbed.agent.native.video.flow import OutFrame
+
+#: The two `automation_video_protocols`, by the framing they name.
+H264_PROTOCOL = "h264-annexb/1"
+NV12_PROTOCOL = "nv12/1"
 CDV1 = 0x43445631
 CDN1 = 0x43444E31
 FLAG_KEYFRAME = 1
@@ -20,6 +35,13 @@ MAX_NV12_PIXELS = 16_777_216
 HEADER = struct.Struct(">IIIQI")
 NV12_HEADER = struct.Struct(">IIIQIII")
 U32 = 2**32
+# RFC 6455 §5.2: FIN + opcode 2 (binary); a server's frames are never masked.
+WS_FIN_BINARY = 0x82
+_WS_LEN16 = struct.Struct(">BBH")
+_WS_LEN64 = struct.Struct(">BBQ")
+
+
+Buffer = bytes | bytearray | memoryview | Any  # anything with the buffer protocol (av.Packet)
 
 
 class FrameFormatError(ValueError):
@@ -44,13 +66,55 @@ class VideoMessage:
         return bool(self.flags & FLAG_KEYFRAME)
 
 
+def ws_binary_header(length: int) -> bytes:
+    """The header of an unmasked, final, binary WebSocket frame of `length` payload bytes."""
+    if length < 126:
+        return bytes((WS_FIN_BINARY, length))
+    if length < 65536:
+        return _WS_LEN16.pack(WS_FIN_BINARY, 126, length)
+    return _WS_LEN64.pack(WS_FIN_BINARY, 127, length)
+
+
+def _h264_header(
+    generation: int, sequence: int, timestamp_us: int, keyframe: bool, size: int
+) -> bytes:
+    if size > MAX_ACCESS_UNIT:
+        raise FrameFormatError(f"access unit of {size} bytes exceeds 4 MiB")
+    flags = FLAG_KEYFRAME if keyframe else 0
+    return HEADER.pack(CDV1, generation % U32, sequence % U32, timestamp_us, flags)
+
+
 def pack_h264(
     generation: int, sequence: int, timestamp_us: int, keyframe: bool, annexb: bytes
 ) -> bytes:
-    if len(annexb) > MAX_ACCESS_UNIT:
-        raise FrameFormatError(f"access unit of {len(annexb)} bytes exceeds 4 MiB")
-    flags = FLAG_KEYFRAME if keyframe else 0
-    return HEADER.pack(CDV1, generation % U32, sequence % U32, timestamp_us, flags) + annexb
+    return _h264_header(generation, sequence, timestamp_us, keyframe, len(annexb)) + annexb
+
+
+def h264_frame(
+    generation: int,
+    sequence: int,
+    timestamp_us: int,
+    keyframe: bool,
+    units: Sequence[Buffer],
+) -> OutFrame:
+    """The WebSocket frame of one access unit, given as the encoder's packets (not copied)."""
+    size = sum(memoryview(u).nbytes for u in units)
+    header = _h264_header(generation, sequence, timestamp_us, keyframe, size)
+    return _framed(header, units, size, generation=generation, sequence=sequence, keyframe=keyframe)
+
+
+def _framed(
+    header: bytes,
+    payload: Sequence[Buffer],
+    payload_size: int,
+    *,
+    generation: int,
+    sequence: int,
+    keyframe: bool,
+) -> OutFrame:
+    ws = ws_binary_header(len(header) + payload_size)
+    wire = b"".join((ws + header, *payload))  # the one allocation and copy of the payload
+    return OutFrame(generation, sequence, keyframe, wire, len(ws))
 
 
 def check_nv12_size(width: int, height: int) -> None:
@@ -64,18 +128,39 @@ def nv12_size(width: int, height: int) -> int:
     return width * height * 3 // 2
 
 
+def _nv12_header(
+    generation: int, sequence: int, timestamp_us: int, *, width: int, height: int, size: int
+) -> bytes:
+    check_nv12_size(width, height)
+    if size != nv12_size(width, height):
+        raise FrameFormatError(f"NV12 payload is {size} bytes, expected {nv12_size(width, height)}")
+    return NV12_HEADER.pack(
+        CDN1, generation % U32, sequence % U32, timestamp_us, FLAG_KEYFRAME, width, height
+    )
+
+
 def pack_nv12(
     generation: int, sequence: int, timestamp_us: int, *, width: int, height: int, nv12: bytes
 ) -> bytes:
-    check_nv12_size(width, height)
-    if len(nv12) != nv12_size(width, height):
-        raise FrameFormatError(
-            f"NV12 payload is {len(nv12)} bytes, expected {nv12_size(width, height)}"
-        )
-    header = NV12_HEADER.pack(
-        CDN1, generation % U32, sequence % U32, timestamp_us, FLAG_KEYFRAME, width, height
+    header = _nv12_header(
+        generation, sequence, timestamp_us, width=width, height=height, size=len(nv12)
     )
     return header + nv12
+
+
+def nv12_frame(
+    generation: int,
+    sequence: int,
+    timestamp_us: int,
+    *,
+    width: int,
+    height: int,
+    parts: Sequence[Buffer],
+) -> OutFrame:
+    """The WebSocket frame of one NV12 picture, given as views of its rows (not copied)."""
+    size = sum(memoryview(p).nbytes for p in parts)
+    header = _nv12_header(generation, sequence, timestamp_us, width=width, height=height, size=size)
+    return _framed(header, parts, size, generation=generation, sequence=sequence, keyframe=True)
 
 
 def parse(message: bytes | bytearray | memoryview) -> VideoMessage:

@@ -7,8 +7,14 @@ The handshake is checked before any upgrade — exact Host, exact path, version 
 an Origin some live grant names, at most 16 candidates — and answered with an
 empty body: this listener serves no HTTP content. Its logs are disabled.
 
-Each viewer has a `ViewerFlow` (admission) and its own sender task, so a slow
-socket only ever delays itself; every viewer is handed the same `bytes` object.
+Each viewer has a `ViewerFlow` (admission). An admitted frame is written to the
+viewer's transport at once, as the complete WebSocket frame the encoder thread
+built (`OutFrame.wire`): every viewer is handed the same `bytes` object, with no
+per-viewer framing or copy. No write waits for the socket to drain: what a viewer
+can have outstanding is bounded by its flow (8 frames / 1 MiB, one NV12 picture),
+so a slow socket only ever holds its own bounded backlog and delays no one else.
+Server frames are unmasked and the listener negotiates no extension, so the
+prepared frame is exactly what `websockets` would have written.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
@@ -29,6 +35,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 
 from tetherbed.agent.native.tickets import Grant, TicketBook, TicketRejected
 from tetherbed.agent.native.video.flow import FlowViolation, Handoff, OutFrame, Verdict, ViewerFlow
@@ -56,8 +63,13 @@ class Viewer:
     ws: ServerConnection
     grant: Grant
     flow: ViewerFlow
-    outbox: asyncio.Queue[bytes] = field(default_factory=asyncio.Queue)
-    sender: asyncio.Task[None] | None = None
+
+    def send(self, frame: OutFrame) -> None:
+        """Write the shared, prepared WebSocket frame; nothing once the socket is closing."""
+        ws = self.ws
+        transport = ws.transport
+        if ws.protocol.state is State.OPEN and not transport.is_closing():
+            transport.write(frame.wire)
 
 
 class VideoListener:
@@ -177,8 +189,8 @@ class VideoListener:
             for viewer in list(self._viewers):
                 verdict = viewer.flow.offer(frame, now)
                 if verdict is Verdict.SEND:
-                    viewer.outbox.put_nowait(frame.data)
-                elif verdict is Verdict.SKIP and viewer.flow.need_keyframe:
+                    viewer.send(frame)
+                elif verdict is Verdict.SKIP and viewer.flow.wants_keyframe:
                     self._request_keyframe()
 
     # --- owner-side operations (run on this loop through `call`) -------------
@@ -300,17 +312,14 @@ class VideoListener:
             return None
         ws.tetherbed_counted = False  # type: ignore[attr-defined]
         self._candidates -= 1
+        if ws.protocol.extensions:  # pragma: no cover - `compression=None` negotiates none
+            await ws.close(CLOSE_POLICY, "no extension is supported")
+            return None
         viewer = Viewer(ws, grant, ViewerFlow(nv12=self.nv12))
-        viewer.sender = asyncio.create_task(self._send_loop(viewer))
         self._viewers.add(viewer)
         self._set_active(True)
         self._request_keyframe()
         return viewer
-
-    async def _send_loop(self, viewer: Viewer) -> None:
-        with contextlib.suppress(ConnectionClosed):
-            while True:
-                await viewer.ws.send(await viewer.outbox.get())
 
     async def _serve_viewer(self, viewer: Viewer) -> None:
         ws = viewer.ws
@@ -337,7 +346,9 @@ class VideoListener:
             await self._close(viewer, CLOSE_POLICY, "ack out of order")
             return False
         if pending is not None:
-            viewer.outbox.put_nowait(pending.data)
+            viewer.send(pending)
+        elif viewer.flow.wants_keyframe:  # room again after skips: recover (paced, 1/s)
+            self._request_keyframe()
         return True
 
     async def _watch_stalls(self) -> None:
@@ -364,8 +375,6 @@ class VideoListener:
             return
         self._viewers.discard(viewer)
         self._closed_dropped += viewer.flow.dropped
-        if viewer.sender is not None:
-            viewer.sender.cancel()
         if not self._viewers:
             self._set_active(False)
 
