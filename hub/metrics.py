@@ -94,7 +94,7 @@ class HubMetrics:
         self.core = core
         #: Frames read from agents / clients (by the peer they came from).
         self.received = {peer: FrameCount() for peer in PEERS}
-        #: Frames written to agents / clients (by the peer they went to).
+        #: Frames handed to agents' / clients' outboxes (by the peer they go to).
         self.sent = {peer: FrameCount() for peer in PEERS}
         self.relay_latency = LatencyHistogram()
         #: Live connections, and connections ever accepted, by kind.

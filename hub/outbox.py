@@ -49,6 +49,13 @@ class WaitTimer(Protocol):
     def observe(self, seconds: float) -> None: ...
 
 
+class FrameCounter(Protocol):
+    """Counts the frames (and their bytes) handed to one kind of peer (metrics)."""
+
+    frames: int
+    bytes: int
+
+
 class _CloseAfter:
     """A close queued behind the frames before it."""
 
@@ -68,6 +75,7 @@ class Outbox:
         "_bytes",
         "_close",
         "_closing",
+        "_counter",
         "_queue",
         "_queued_at",
         "_registry",
@@ -94,8 +102,10 @@ class Outbox:
         *,
         write_now: WriteNow | None = None,
         buffered: Buffered | None = None,
+        counter: FrameCounter | None = None,
     ) -> None:
         self._registry = registry
+        self._counter = counter
         self.name = name
         self._write = write
         self._write_now = write_now
@@ -103,10 +113,9 @@ class Outbox:
         self._close = close
         self._abort = abort
         self._queue: collections.deque[bytes | _CloseAfter] = collections.deque()
-        #: When each queued frame was put, while the registry times the waits.
-        self._queued_at: collections.deque[float] | None = (
-            collections.deque() if registry.wait_timer is not None else None
-        )
+        #: When each queued frame was put, while the registry times the waits
+        #: (made on the first frame that queues: most peers never need one).
+        self._queued_at: collections.deque[float] | None = None
         self._bytes = 0
         self._closing = False
         self._waiter: asyncio.Future[None] | None = None
@@ -143,6 +152,10 @@ class Outbox:
         True when it was written at once."""
         if self.closed or self._closing:
             return False
+        counter = self._counter
+        if counter is not None:
+            counter.frames += 1
+            counter.bytes += len(data)
         if not self._queue and not self.writing:
             write_now = self._write_now
             if write_now is not None:
@@ -153,7 +166,9 @@ class Outbox:
                         self._registry.watch(self)
                     return True
         self._queue.append(data)
-        if self._queued_at is not None:
+        if self._registry.wait_timer is not None:
+            if self._queued_at is None:
+                self._queued_at = collections.deque()
             self._queued_at.append(time.perf_counter())
         self._bytes += len(data)
         if self._bytes > self._registry.limit_bytes:
@@ -232,7 +247,6 @@ class Outbox:
         queue = self._queue
         loop = asyncio.get_running_loop()
         registry = self._registry
-        queued_at = self._queued_at
         timer = registry.wait_timer
         while True:
             if not queue:
@@ -253,6 +267,7 @@ class Outbox:
                         self.writing = False
                         return
                     self.writes += 1
+                    queued_at = self._queued_at
                     if queued_at and timer is not None:
                         timer.observe(time.perf_counter() - queued_at.popleft())
                 else:
@@ -296,8 +311,18 @@ class Outboxes:
         *,
         write_now: WriteNow | None = None,
         buffered: Buffered | None = None,
+        counter: FrameCounter | None = None,
     ) -> Outbox:
-        return Outbox(self, name, write, close, abort, write_now=write_now, buffered=buffered)
+        return Outbox(
+            self,
+            name,
+            write,
+            close,
+            abort,
+            write_now=write_now,
+            buffered=buffered,
+            counter=counter,
+        )
 
     def watch(self, outbox: Outbox) -> None:
         """`outbox` has frames to write: keep an eye on its progress."""

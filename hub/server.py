@@ -352,15 +352,8 @@ class HubServer:
         await ws.prepare(request)
         transport = request.transport
 
-        sent = self.metrics.sent["agent" if kind == "agent" else "client"]
-        send_frame = ws.send_frame
-        text = WSMsgType.TEXT
-
-        async def write(data: bytes) -> None:
-            """Under backpressure: aiohttp's own writer, which waits for the drain."""
-            await send_frame(data, text)
-            sent.frames += 1
-            sent.bytes += len(data)
+        # Under backpressure: aiohttp's own writer, which waits for the drain.
+        write = functools.partial(ws.send_frame, opcode=WSMsgType.TEXT)
 
         buffer_size = transport.get_write_buffer_size if transport is not None else None
         is_closing = transport.is_closing if transport is not None else None
@@ -375,8 +368,6 @@ class HubServer:
             ):
                 return -1
             length = len(data)
-            sent.frames += 1
-            sent.bytes += length
             if length < SEPARATE_HEADER_ABOVE:
                 transport.write(text_frame_header(length) + data)  # type: ignore[union-attr]
                 # A small frame left in the buffer is caught by the queue that
@@ -398,7 +389,13 @@ class HubServer:
 
         peer = request.remote or "?"
         outbox = self.outboxes.open(
-            f"{kind}@{peer}", write, close, abort, write_now=write_now, buffered=buffered
+            f"{kind}@{peer}",
+            write,
+            close,
+            abort,
+            write_now=write_now,
+            buffered=buffered,
+            counter=self.metrics.sent["agent" if kind == "agent" else "client"],
         )
         self._sockets[ws] = outbox
         return ws, outbox

@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--drop",
         choices=["partition", "restart"],
         default="partition",
-        help="partition: the recorder cuts every connection and refuses new ones for "
+        help="partition: the recorder cuts every connection and holds new ones for "
         "--drop-seconds; restart: the hub is killed and started again",
     )
     storm.add_argument("--drop-seconds", type=_not_negative(float), default=2.0)

@@ -78,6 +78,7 @@ class Plan(msgspec.Struct, kw_only=True):
     #: machine replacing its own connection) and other machines' challenges.
     takeover_every: float = 2.0
     challenge_every: float = 3.0
+    challengers: int = 0
     #: Storm profile: how dropped agents come back: the spec's backoff, or all
     #: at once (the hub's worst case).
     reconnect: str = "spec"

@@ -67,10 +67,14 @@ class Recorder:
             text = answer.read()
         return json.loads(text) if text else None
 
-    def set_enabled(self, enabled: bool) -> None:
-        """Down: every connection is cut and new ones are refused (a partition
-        the agents see at once); up: it listens again on the same port."""
-        self._call("POST", f"/proxies/{self.name}", {"enabled": enabled})
+    def partition(self) -> int:
+        """Cut every connection (RST) and hold new ones, unanswered, until
+        `heal`: a network partition as agents see it. How many were cut."""
+        self._call("POST", f"/proxies/{self.name}/partition", {"stream": "both", "mode": "hold"})
+        return int(self._call("POST", f"/proxies/{self.name}/connections/reset")["reset"])
+
+    def heal(self) -> None:
+        self._call("DELETE", f"/proxies/{self.name}/partition?stream=both")
 
 
 @dataclass

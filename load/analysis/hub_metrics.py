@@ -88,10 +88,15 @@ class HubDelta:
         refusals = self.by_label("tetherbed_hub_refusals_total", "code")
         deadlines = self.by_label("tetherbed_hub_deadline_expiries_total", "deadline")
         rss = self.value("tetherbed_hub_process_resident_memory_bytes")
+        latency = ""
+        if math.isfinite(self.latency_ms(0.5)):
+            latency = (
+                f"; relay latency p50 {self.latency_ms(0.5):g} ms, "
+                f"p99 {self.latency_ms(0.99):g} ms (bucket bounds)"
+            )
         lines = [
             f"frames sent: {sent['agent']:,.0f} to agents, {sent['client']:,.0f} to clients "
-            f"({sent_bytes / 1e6:,.1f} MB); relay latency p50 {self.latency_ms(0.5):g} ms, "
-            f"p99 {self.latency_ms(0.99):g} ms (bucket bounds)",
+            f"({sent_bytes / 1e6:,.1f} MB){latency}",
             f"takeovers {self.delta('tetherbed_hub_takeovers_total'):,.0f}, "
             f"retries {self.delta('tetherbed_hub_retries_total'):,.0f}, "
             f"slow consumers {self.delta('tetherbed_hub_slow_consumers_total'):,.0f}, "

@@ -187,7 +187,10 @@ class LoadAgent:
             except Closed as closed:
                 protocol.connection_lost()
                 return Ended(closed.code, closed.reason, self._revoked, self.answered)
-            self._act(protocol.receive(data))
+            try:
+                self._act(protocol.receive(data))
+            except Closed as closed:  # the core closed it (after SESSION_REVOKED, say)
+                return Ended(closed.code, closed.reason, self._revoked, self.answered)
         return Ended(None, "stopped", self._revoked, self.answered)
 
     def close(self, code: int = 1000, reason: str = "") -> None:

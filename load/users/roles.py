@@ -57,6 +57,19 @@ def legs_of(plan: Plan) -> ClientLegs | None:
     return legs
 
 
+def agent_settings(plan: Plan, session: str, machine: str) -> AgentSettings:
+    return AgentSettings(
+        url=plan.agent_url,
+        token=plan.agent_token,
+        session=session,
+        machine=machine,
+        root=plan.root,
+        answers=answers_of(plan),
+        service_seconds=plan.service_seconds,
+        max_concurrent=plan.agent_concurrency,
+    )
+
+
 def close_legs() -> None:
     for legs in _legs.values():
         legs.close()
@@ -101,22 +114,9 @@ class AgentUser(LoadUser):
         self.current: LoadAgent | None = None
         self.stopped = False
 
-    def settings(self, machine: str | None = None) -> AgentSettings:
-        plan = self.plan
-        return AgentSettings(
-            url=plan.agent_url,
-            token=plan.agent_token,
-            session=self.session,
-            machine=machine or self.machine,
-            root=plan.root,
-            answers=answers_of(plan),
-            service_seconds=plan.service_seconds,
-            max_concurrent=plan.agent_concurrency,
-        )
-
-    def dial(self, name: str, machine: str | None = None) -> LoadAgent | None:
+    def dial(self, name: str) -> LoadAgent | None:
         """One connection attempt, reported as `name`; the agent once served."""
-        agent = LoadAgent(self.settings(machine))
+        agent = LoadAgent(agent_settings(self.plan, self.session, self.machine))
         started = time.perf_counter()
         try:
             seconds = agent.connect()
@@ -127,7 +127,11 @@ class AgentUser(LoadUser):
         return agent
 
     @task
-    def serve(self) -> None:
+    def live(self) -> None:
+        self.lifecycle()
+
+    def lifecycle(self) -> None:
+        """Connect, serve, and after a drop come back on the backoff."""
         name = "connect"
         while not self.stopped:
             agent = self.dial(name)
