@@ -85,7 +85,8 @@ class Plan(msgspec.Struct, kw_only=True):
     #: Video profile: where viewers get a ticket and the listener's URL, the
     #: Origin they present, and how slow the slow viewers ack.
     grant_url: str = ""
-    origin: str = ""
+    fast_viewers: int = 0
+    slow_viewers: int = 0
     slow_ack_seconds: float = 0.2
 
     def session(self, index: int) -> str:
