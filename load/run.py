@@ -82,6 +82,8 @@ def run_locust(
             sampler.watch("agents", process.pid)
         elif process.name == "recorder":
             sampler.watch("recorder", process.pid)
+        elif process.name == "bridge":  # the clients' side: part of the generator
+            sampler.watch("generator", process.pid)
     for group, pid in (extra_cpu or {}).items():
         sampler.watch(group, pid)
     started = time.monotonic()

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from tetherbed.launch import ManagedProcess, spawn_tetherbed, start_agent
 from tetherbed.load.mix import DATA_FILE
 from tetherbed.simulator.targets import HubAccess, Target, TargetError
+from tetherbed.simulator.targets.adapters import DEFAULT_CLIENT
 from tetherbed.simulator.targets.running import HubRunner
 
 #: The user a run acts as on Tetherbed's own hub.
@@ -224,6 +225,34 @@ class Topology:
             except OSError as exc:
                 raise TopologyError(f"cannot start agent {argv[0]}: {exc}") from None
         return ManagedProcess(f"real-{n}", proc)
+
+    # --- clients ----------------------------------------------------------------------
+
+    def client_url(self, access: HubAccess) -> str:
+        """Where load clients connect: the hub, when it speaks Tetherbed's client
+        API; else the adapter bridge in front of the target's client adapter."""
+        if self.target.client_adapter == DEFAULT_CLIENT:
+            return access.url
+        from tetherbed.load.adapter_bridge import write_access
+
+        path = self.folder / "bridge-access.json"
+        write_access(path, access, self.target.tls)
+        process = _spawn_module(
+            "bridge",
+            "tetherbed.load.adapter_bridge",
+            "--access",
+            str(path),
+            "--adapter",
+            self.target.client_adapter,
+            "--user",
+            self.user,
+        )
+        self.processes.append(process)
+        lines = _read_lines(process, 1, timeout=30)
+        found = next((m[1] for line in lines if (m := _LISTENING.search(line))), None)
+        if found is None:
+            raise TopologyError(f"the adapter bridge did not start:\n{process.log()}")
+        return found
 
     # --- baselines --------------------------------------------------------------------
 

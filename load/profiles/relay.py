@@ -91,7 +91,7 @@ def _run(ctx: Context) -> int:
     plan = Plan(
         profile="relay",
         agent_url=access.url,
-        client_url=access.url,
+        client_url=topology.client_url(access),
         user=topology.user,
         agent_token=tokens.get(topology.user, "agent"),
         client_token=tokens.get(topology.user, "client"),

@@ -65,7 +65,7 @@ def _run(ctx: Context) -> int:
     plan = Plan(
         profile="takeover",
         agent_url=recorder.url,
-        client_url=access.url,
+        client_url=topology.client_url(access),
         user=topology.user,
         agent_token=tokens.get(topology.user, "agent"),
         client_token=tokens.get(topology.user, "client"),
