@@ -60,6 +60,14 @@ def _common() -> argparse.ArgumentParser:
         metavar="COND",
         help="exit 1 when this holds, e.g. 'p99>50ms', 'errors>0' (repeatable; docs/load.md)",
     )
+    run.add_argument(
+        "--hub-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an argument for Tetherbed's own hub when the run starts it (repeatable), "
+        "e.g. --hub-arg=--request-timeout=5",
+    )
     spread = common.add_argument_group("distribution (Locust's master and workers)")
     spread.add_argument(
         "--workers",

@@ -86,17 +86,20 @@ class Topology:
     user: str = LOAD_USER
     processes: list[ManagedProcess] = field(default_factory=list)
     recorder: Recorder | None = None
+    #: More arguments for Tetherbed's own hub (`--hub-arg`).
+    hub_args: list[str] = field(default_factory=list)
 
     # --- the hub ----------------------------------------------------------------------
 
     def start_hub(self, reference_args: list[str] | None = None) -> HubAccess:
-        """Start (or reach) the target's hub; the access its clients use."""
+        """Start (or reach) the target's hub; the access its clients use.
+        `reference_args` (and the run's `--hub-arg`s) go to Tetherbed's own hub."""
         self.hub = HubRunner(
             self.target.hub,
             self.target.tls,
             self.folder,
             users=[LOAD_USER],
-            reference_args=reference_args,
+            reference_args=[*(reference_args or []), *self.hub_args],
         )
         try:
             self.hub.prepare()

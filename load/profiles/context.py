@@ -56,7 +56,7 @@ def context(args: argparse.Namespace) -> Iterator[Context]:
     target = target_from_arguments(args)
     folder: Path = args.out
     folder.mkdir(parents=True, exist_ok=True)
-    topology = Topology(folder, target)
+    topology = Topology(folder, target, hub_args=list(args.hub_arg))
     try:
         yield Context(
             args,

@@ -30,6 +30,7 @@ from tetherbed.load.run import (
 
 #: The first seconds of a step are its ramp: left out of the step's figures.
 SETTLE_SECONDS = 2.0
+ECHO_SETTLE_SECONDS = 1.0
 DEFAULT_DURATION = 20.0
 
 
@@ -202,7 +203,9 @@ def _knee(
 def _echo_baseline(ctx: Context, plan: Plan, clients: int) -> tuple[float | None, float | None]:
     """One Locust process, the run's clients, against a raw websockets echo."""
     url = ctx.topology.start_echo()
-    seconds = ctx.args.echo_seconds + SETTLE_SECONDS
+    # One second to open the connections, and one more so that the window
+    # holds `--echo-seconds` whole seconds whatever the start's fraction.
+    seconds = ctx.args.echo_seconds + ECHO_SETTLE_SECONDS + 1
     echo = Plan(
         profile="relay",
         agent_url=url,
@@ -227,7 +230,9 @@ def _echo_baseline(ctx: Context, plan: Plan, clients: int) -> tuple[float | None
     if not result.windows:
         return None, None
     window = result.windows[0]
-    found = figures(select(result.rows, types=["ws"]), window.start + SETTLE_SECONDS, window.end)
+    found = figures(
+        select(result.rows, types=["ws"]), window.start + ECHO_SETTLE_SECONDS, window.end
+    )
     if not found.requests:
         return None, None
     cpu = result.cpu.get("generator", 0.0)
