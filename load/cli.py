@@ -116,6 +116,13 @@ def _clients(parser: argparse.ArgumentParser, users_help: str, users: int) -> No
         "back (latency counts from when a request was due)",
     )
     group.add_argument(
+        "--max-outstanding",
+        type=_positive(int),
+        default=1000,
+        help="open loop: a client with this many unanswered requests counts the next one "
+        "failed instead of queueing it (default 1000)",
+    )
+    group.add_argument(
         "--request-timeout",
         type=_positive(float),
         default=30.0,

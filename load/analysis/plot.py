@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tetherbed.load.analysis.timeline import Second, Window, per_second
 
-WIDTH, PANEL, GAP, LEFT, RIGHT, TOP = 960, 220, 50, 70, 20, 30
+WIDTH, PANEL, GAP, LEFT, RIGHT, TOP = 960, 220, 50, 70, 20, 44
 
 
 def write_plot(

@@ -107,6 +107,7 @@ def _run(ctx: Context) -> int:
         agent_concurrency=args.agent_concurrency,
         in_flight=args.in_flight,
         rate_per_client=args.rate / args.users if args.rate else None,
+        max_outstanding=args.max_outstanding,
         request_timeout=args.request_timeout,
         stages=stages,
         spawn_rate=args.spawn_rate or max(args.users + args.agents, 10),

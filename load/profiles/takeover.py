@@ -78,6 +78,7 @@ def _run(ctx: Context) -> int:
         service_seconds=args.service_ms / 1000.0,
         in_flight=args.in_flight,
         rate_per_client=args.rate / args.users if args.rate else None,
+        max_outstanding=args.max_outstanding,
         request_timeout=args.request_timeout,
         takeover_every=args.takeover_every,
         challenge_every=args.challenge_every,
