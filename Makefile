@@ -30,6 +30,7 @@ bench: venv system-deps
 	$(PY) bench/relay.py
 	$(PY) bench/screenshot.py
 	$(PY) bench/video.py
+	$(PY) bench/idle_agents.py
 
 # The long load profiles whose figures docs/load.md quotes (several minutes;
 # reports in load-results/). `make test` runs only their short smoke runs.

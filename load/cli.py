@@ -203,10 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
     storm.add_argument("--users", type=_positive(int), default=200, help="agents (default 200)")
     storm.add_argument(
         "--drop",
-        choices=["partition", "restart"],
+        choices=["partition", "restart", "none"],
         default="partition",
         help="partition: the recorder cuts every connection and holds new ones for "
-        "--drop-seconds; restart: the hub is killed and started again",
+        "--drop-seconds; restart: the hub is killed and started again; none: only connect "
+        "them, hold them idle for --drop-seconds and measure the hub's memory",
     )
     storm.add_argument("--drop-seconds", type=_not_negative(float), default=2.0)
     storm.add_argument(

@@ -1,4 +1,4 @@
-"""CPU used by the processes of a run (the generator, the hub, agents), from /proc.
+"""CPU and memory of the processes of a run (the generator, the hub, agents), from /proc.
 
 Sampled while the run goes on, because Locust's forked workers are gone by
 the time it ends: each process's last seen user+system time is kept, and a
@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -42,6 +43,22 @@ def _children(roots: set[int]) -> set[int]:
                 tree.add(pid)
                 grew = True
     return tree
+
+
+def resident_bytes(pid: int) -> int | None:
+    """Resident memory of a process and its descendants (a hub command may be a
+    wrapper around the hub), or None when it is gone."""
+    total, found = 0, False
+    for member in _children({pid}):
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+                found = True
+    return total if found else None
 
 
 @dataclass

@@ -21,6 +21,7 @@ from tetherbed.load.analysis.hub_metrics import scrape
 from tetherbed.load.analysis.recording import RecordTail
 from tetherbed.load.analysis.storm import StormWatch, percentile
 from tetherbed.load.analysis.timeline import figures, select
+from tetherbed.load.cpu_sampler import resident_bytes
 from tetherbed.load.locust_process import LocustRun
 from tetherbed.load.plan import Plan, Stage
 from tetherbed.load.profiles.context import Context, TopologyError, context, fail
@@ -67,6 +68,12 @@ class _Storm:
                 self.gave_up = True
                 run.stop_early()
         elif self.phase == "settling" and now - (self.connected_at or now) >= SETTLE_SECONDS:
+            if args.drop == "none":
+                if now - (self.connected_at or now) >= SETTLE_SECONDS + args.drop_seconds:
+                    self.rss_connected = self._rss()
+                    self.phase = "done"
+                    run.stop_early()
+                return
             self._drop()
         elif self.phase == "recovering":
             if self.watch.all_served_again:
@@ -95,9 +102,15 @@ class _Storm:
         self.phase = "recovering"
 
     def _rss(self) -> float | None:
+        """The hub's resident memory: from /proc when this run started it (any
+        hub), else from Tetherbed's hub's /metrics."""
+        pid = self.ctx.topology.hub_pid
+        if pid is not None:
+            found = resident_bytes(pid)
+            return float(found) if found is not None else None
         url = self.ctx.topology.metrics_url()
-        found = scrape(url) if url else None
-        return found.get((RSS, ())) if found else None
+        metrics = scrape(url) if url else None
+        return metrics.get((RSS, ())) if metrics else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -139,12 +152,12 @@ def _run(ctx: Context) -> int:
     watch = storm.watch
 
     report = Report("storm", ctx.folder)
-    how = (
-        f"partition at the recorder for {args.drop_seconds:g} s (connections cut, new ones "
-        "held until the heal)"
-        if args.drop == "partition"
-        else "hub killed (SIGKILL) and restarted"
-    )
+    how = {
+        "partition": f"partition at the recorder for {args.drop_seconds:g} s (connections cut, "
+        "new ones held until the heal)",
+        "restart": "hub killed (SIGKILL) and restarted",
+        "none": f"none (held idle {SETTLE_SECONDS + args.drop_seconds:g} s, for memory)",
+    }[args.drop]
     report.add(
         f"tetherbed load storm: {ctx.describe_target()}; {args.users} load agent(s) through the "
         f"recorder; drop: {how}; reconnect: {args.reconnect}"
@@ -168,7 +181,10 @@ def _run(ctx: Context) -> int:
     lost = args.users - len(watch.served_again)
     report.metrics["lost"] = float(lost)
     report.metrics["refused"] = float(sum(watch.refused.values()))
-    if watch.drop_at is None:
+    if args.drop == "none":
+        report.metrics["lost"] = None
+        report.metrics["refused"] = None
+    elif watch.drop_at is None:
         report.problems.append("the storm never started: not every session was served first")
     else:
         assert watch.heal_at is not None

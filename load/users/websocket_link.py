@@ -67,8 +67,9 @@ class Link:
             ws = websocket.create_connection(url, **options)
         except websocket.WebSocketBadStatusException as exc:
             raise Refused(exc.status_code, exc.resp_body or b"") from None
-        except (websocket.WebSocketException, ConnectionError) as exc:
-            raise OSError(f"cannot open {url}: {exc}") from None
+        except (websocket.WebSocketException, ConnectionError, TimeoutError) as exc:
+            # No URL in the message: Locust groups failures by their text.
+            raise OSError(f"cannot connect: {exc}") from None
         ws.settimeout(None)
         return cls(ws)
 
