@@ -9,11 +9,13 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tetherbed.load.fail_if import Condition
 from tetherbed.load.locust_process import Distribution
+from tetherbed.load.plan import Plan
 from tetherbed.load.topology import Topology, TopologyError
-from tetherbed.simulator.targets import Target
+from tetherbed.simulator.targets import HubAccess, Target
 from tetherbed.simulator.targets.arguments import target_from_arguments
 
 
@@ -39,6 +41,22 @@ class Context:
 
     def describe_target(self) -> str:
         return self.target.describe()
+
+    def plan(self, profile: str, access: HubAccess, *, agent_url: str, **fields: Any) -> Plan:
+        """A plan acting as the run's user on the hub, with its tokens; the
+        Locust side's output in `locust/`."""
+        user = self.topology.user
+        return Plan(
+            profile=profile,
+            agent_url=agent_url,
+            client_url=fields.pop("client_url", access.url),
+            user=user,
+            agent_token=access.tokens.get(user, "agent"),
+            client_token=access.tokens.get(user, "client"),
+            session_prefix=self.prefix,
+            out_dir=str(self.folder / "locust"),
+            **fields,
+        )
 
 
 def distribution_of(args: argparse.Namespace) -> Distribution:

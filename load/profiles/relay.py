@@ -71,7 +71,6 @@ def _run(ctx: Context) -> int:
     args = ctx.args
     topology = ctx.topology
     access = topology.start_hub(reference_args=["--max-concurrent", str(args.agent_concurrency)])
-    tokens = access.tokens
     root = topology.prepare_root(args.answer_bytes)
     real_sessions = [f"{ctx.prefix}-real-{n:03d}" for n in range(args.real_agents)]
     if real_sessions:
@@ -89,14 +88,11 @@ def _run(ctx: Context) -> int:
     else:
         counts = [args.users]
         stages = [Stage("run", args.agents + args.users, duration, [*agent_classes, "RelayClient"])]
-    plan = Plan(
-        profile="relay",
+    plan = ctx.plan(
+        "relay",
+        access,
         agent_url=access.url,
         client_url=topology.client_url(access),
-        user=topology.user,
-        agent_token=tokens.get(topology.user, "agent"),
-        client_token=tokens.get(topology.user, "client"),
-        session_prefix=ctx.prefix,
         load_agents=args.agents,
         real_sessions=real_sessions,
         clients=args.users,
@@ -111,7 +107,6 @@ def _run(ctx: Context) -> int:
         request_timeout=args.request_timeout,
         stages=stages,
         spawn_rate=args.spawn_rate or max(args.users + args.agents, 10),
-        out_dir=str(ctx.folder / "locust"),
     )
     echo_rps, echo_cpu_us = (None, None)
     if args.echo_seconds > 0:

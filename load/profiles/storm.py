@@ -23,7 +23,7 @@ from tetherbed.load.analysis.storm import StormWatch, percentile
 from tetherbed.load.analysis.timeline import figures, select
 from tetherbed.load.cpu_sampler import resident_bytes
 from tetherbed.load.locust_process import LocustRun
-from tetherbed.load.plan import Plan, Stage
+from tetherbed.load.plan import Stage
 from tetherbed.load.profiles.context import Context, TopologyError, context, fail
 from tetherbed.load.run import (
     Report,
@@ -128,22 +128,17 @@ def _run(ctx: Context) -> int:
         return fail("--drop restart needs a hub Tetherbed starts (its own, or --hub-command)")
     access = topology.start_hub()
     recorder = topology.start_recorder()
-    tokens = access.tokens
     budget = CONNECT_BUDGET + SETTLE_SECONDS + args.drop_seconds + args.recovery_timeout + 30
-    plan = Plan(
-        profile="storm",
+    plan = ctx.plan(
+        "storm",
+        access,
         agent_url=recorder.url,
         client_url=access.url,
-        user=topology.user,
-        agent_token=tokens.get(topology.user, "agent"),
-        client_token=tokens.get(topology.user, "client"),
-        session_prefix=ctx.prefix,
         load_agents=args.users,
         root=str(topology.prepare_root(0)),
         reconnect=args.reconnect,
         stages=[Stage("storm", args.users, args.duration or budget, ["StormAgent"])],
         spawn_rate=args.spawn_rate or 200.0,
-        out_dir=str(ctx.folder / "locust"),
     )
     storm = _Storm(ctx, StormWatch(args.users), RecordTail(recorder.records))
     storm.rss_before = storm._rss()

@@ -20,7 +20,7 @@ from typing import Any
 
 from tetherbed.load.analysis.recording import merged_history, read_records
 from tetherbed.load.analysis.timeline import figures, select
-from tetherbed.load.plan import Plan, Stage
+from tetherbed.load.plan import Stage
 from tetherbed.load.profiles.context import Context, TopologyError, context, fail
 from tetherbed.load.run import (
     Report,
@@ -58,18 +58,14 @@ def _run(ctx: Context) -> int:
         )
     access = topology.start_hub()
     recorder = topology.start_recorder()
-    tokens = access.tokens
     legs = ctx.folder / "legs"
     duration = args.duration or DEFAULT_DURATION
     users = args.sessions + args.challengers + args.users
-    plan = Plan(
-        profile="takeover",
+    plan = ctx.plan(
+        "takeover",
+        access,
         agent_url=recorder.url,
         client_url=topology.client_url(access),
-        user=topology.user,
-        agent_token=tokens.get(topology.user, "agent"),
-        client_token=tokens.get(topology.user, "client"),
-        session_prefix=ctx.prefix,
         load_agents=args.sessions,
         clients=args.users,
         root=str(topology.prepare_root(args.answer_bytes)),
@@ -86,7 +82,6 @@ def _run(ctx: Context) -> int:
         legs_dir=str(legs),
         stages=[Stage("takeovers", users, duration)],
         spawn_rate=args.spawn_rate or max(users, 10),
-        out_dir=str(ctx.folder / "locust"),
     )
     result = run_locust(plan, ctx.folder / "locust", ctx.distribution, topology)
     wire = read_records(recorder.records)

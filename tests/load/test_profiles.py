@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +23,7 @@ import pytest
 import yaml
 
 from tetherbed.launch import start_hub
+from tetherbed.simulator.targets.running import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -78,6 +81,36 @@ def test_relay_with_two_workers_steps_to_a_knee_and_compares_with_an_echo(tmp_pa
     assert "Locust process(es)" in output  # the generator's CPU line
     assert (tmp_path / "relay" / "plot.svg").read_text().startswith("<svg")
     assert (tmp_path / "relay" / "locust" / "report.html").exists()
+
+
+def test_relay_with_a_master_and_a_worker_started_apart(tmp_path: Path) -> None:
+    """What docs/load.md shows for several machines, on one: the worker gets
+    only the master's address; the plan comes with the master's spawn message."""
+    port = str(free_port())
+    worker = subprocess.Popen(
+        [
+            sys.executable, "-m", "tetherbed", "load", "relay", "--worker",
+            "--master-host", "127.0.0.1", "--master-port", port, "--out", str(tmp_path / "worker"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        code, _, counts, output = load(
+            tmp_path / "master",
+            "relay",
+            "--master", "--expect-workers", "1", "--master-bind", "127.0.0.1",
+            "--master-port", port,
+            "--users", "2", "--agents", "1", "--duration", "3", "--echo-seconds", "0",
+        )  # fmt: skip
+        assert worker.wait(60) == 0
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+    assert code == 0, output
+    every_type_ran_without_failure(counts, [*MIX, ("agent", "connect")], output)
 
 
 def test_relay_against_real_agents_behind_a_hub_started_separately(tmp_path: Path) -> None:
