@@ -61,6 +61,9 @@ def _common() -> argparse.ArgumentParser:
         help="exit 1 when this holds, e.g. 'p99>50ms', 'errors>0' (repeatable; docs/load.md)",
     )
     run.add_argument(
+        "--hub", dest="hub_alias", metavar="URL", help="the same as --hub-url (a running hub)"
+    )
+    run.add_argument(
         "--hub-arg",
         action="append",
         default=[],
@@ -287,6 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.mix_weights = parse_mix(args.mix)
     except (ConditionError, MixError) as exc:
         parser.error(str(exc))
+    if args.hub_alias:
+        if args.hub_url and args.hub_url != args.hub_alias:
+            parser.error("--hub and --hub-url name two hubs")
+        args.hub_url = args.hub_alias
     if args.master and args.workers:
         parser.error("--master waits for workers on other machines; --workers forks them here")
     args.out = (args.out or default_out(args.profile)).resolve()

@@ -217,8 +217,8 @@ def finish(report: Report, result: RunResult, conditions: list[Condition], *, as
     else:
         print("\n".join(report.lines))
         print(
-            f"\nreports in {report.folder}: report.html (Locust), locust_stats.csv, "
-            "locust_stats_history.csv, plot.svg, summary.json"
+            f"\nreports in {report.folder}: summary.json, plot.svg, locust/report.html, "
+            "locust/locust_stats.csv, locust/locust_stats_history.csv"
         )
     for problem in report.problems:
         print(f"FAILED: {problem}", file=sys.stderr)

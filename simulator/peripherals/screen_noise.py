@@ -1,6 +1,7 @@
 """Something changing on an X display: a thread paints moving bars on the root window.
 
-Video tests and the bench need pictures that differ from frame to frame; painting
+Video tests, the video bench and the load tests' video profile need pictures that
+differ from frame to frame; painting
 the root window with python-xlib needs no window manager and no toolkit.
 """
 

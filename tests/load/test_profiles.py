@@ -127,13 +127,13 @@ def test_relay_against_real_agents_behind_a_hub_started_separately(tmp_path: Pat
             "relay",
             "--hub-url", hub.url, "--hub-tokens", str(tokens),
             "--agents", "0", "--real-agents", "2", "--users", "4",
-            "--duration", "5", "--echo-seconds", "0",
+            "--duration", "5", "--echo-seconds", "0", "--rate", "120",
         )  # fmt: skip
     finally:
         hub.stop()
     assert code == 0, output
     every_type_ran_without_failure(counts, [*MIX, ("client", "session served")], output)
-    assert "2 real agent(s)" in output
+    assert "2 real agent(s)" in output and "open loop, 120 req/s" in output
     assert summary["figures"]["requests"]["requests"] > 0
 
 
