@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,9 +88,18 @@ def context(args: argparse.Namespace) -> Iterator[Context]:
         topology.close()
 
 
+def run_profile(args: argparse.Namespace, body: Callable[[Context], int]) -> int:
+    """`body` in the run's context; a part that cannot start is a clear failure."""
+    with context(args) as ctx:
+        try:
+            return body(ctx)
+        except TopologyError as exc:
+            return fail(str(exc))
+
+
 def fail(message: str) -> int:
     print(f"tetherbed load: {message}", file=sys.stderr)
     return 1
 
 
-__all__ = ["Context", "TopologyError", "context", "distribution_of", "fail"]
+__all__ = ["Context", "TopologyError", "context", "distribution_of", "fail", "run_profile"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from tetherbed.load.analysis.timeline import Figures, Window, figures, select
 from tetherbed.load.locust_process import Distribution
 from tetherbed.load.plan import Plan, Stage
-from tetherbed.load.profiles.context import Context, TopologyError, context, fail
+from tetherbed.load.profiles.context import Context, fail, run_profile
 from tetherbed.load.run import (
     Report,
     finish,
@@ -60,11 +60,7 @@ def client_steps(users: int, steps: int) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    with context(args) as ctx:
-        try:
-            return _run(ctx)
-        except TopologyError as exc:
-            return fail(str(exc))
+    return run_profile(args, _run)
 
 
 def _run(ctx: Context) -> int:

@@ -24,7 +24,7 @@ from tetherbed.load.analysis.timeline import figures, select
 from tetherbed.load.cpu_sampler import resident_bytes
 from tetherbed.load.locust_process import LocustRun
 from tetherbed.load.plan import Stage
-from tetherbed.load.profiles.context import Context, TopologyError, context, fail
+from tetherbed.load.profiles.context import Context, fail, run_profile
 from tetherbed.load.run import (
     Report,
     finish,
@@ -114,11 +114,7 @@ class _Storm:
 
 
 def run(args: argparse.Namespace) -> int:
-    with context(args) as ctx:
-        try:
-            return _run(ctx)
-        except TopologyError as exc:
-            return fail(str(exc))
+    return run_profile(args, _run)
 
 
 def _run(ctx: Context) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 from tetherbed.load.analysis.recording import merged_history, read_records
 from tetherbed.load.analysis.timeline import figures, select
 from tetherbed.load.plan import Stage
-from tetherbed.load.profiles.context import Context, TopologyError, context, fail
+from tetherbed.load.profiles.context import Context, fail, run_profile
 from tetherbed.load.run import (
     Report,
     finish,
@@ -41,11 +41,7 @@ OWNERSHIP = "single_owner"
 
 
 def run(args: argparse.Namespace) -> int:
-    with context(args) as ctx:
-        try:
-            return _run(ctx)
-        except TopologyError as exc:
-            return fail(str(exc))
+    return run_profile(args, _run)
 
 
 def _run(ctx: Context) -> int:
