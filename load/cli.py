@@ -10,10 +10,12 @@ had to, 2 for bad options. docs/load.md has every option and figure.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 
 from tetherbed.load.fail_if import Condition, ConditionError
 from tetherbed.load.mix import DEFAULT_MIX, MixError, parse_mix
@@ -280,7 +282,13 @@ def default_out(profile: str) -> Path:
     return Path("load-results") / f"{profile}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM unwinds like Ctrl-C: every process the run started is stopped."""
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
     parser = build_parser()
     args = parser.parse_args(argv)
     assert args.profile in PROFILES
@@ -308,6 +316,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TargetError as exc:
         print(f"tetherbed load: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("tetherbed load: interrupted; everything it started is stopped", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -31,13 +31,17 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 def load(out: Path, *args: str) -> tuple[int, dict, dict[tuple[str, str], tuple[int, int]], str]:
     """Run `tetherbed load ARGS --out OUT`: exit status, summary.json, Locust's
     (type, name) → (requests, failures), and the printed summary."""
-    done = subprocess.run(
+    process = subprocess.Popen(
         [sys.executable, "-m", "tetherbed", "load", *args, "--out", str(out)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=220,
-        check=False,
     )
+    try:
+        stdout, _ = process.communicate(timeout=220)
+    except subprocess.TimeoutExpired:
+        process.terminate()  # it stops what it started (hub, recorder, Locust) on SIGTERM
+        stdout, _ = process.communicate(timeout=60)
     summary = (
         json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     )
@@ -50,7 +54,7 @@ def load(out: Path, *args: str) -> tuple[int, dict, dict[tuple[str, str], tuple[
                     int(row["Request Count"]),
                     int(row["Failure Count"]),
                 )
-    return done.returncode, summary, counts, done.stdout + done.stderr
+    return process.returncode, summary, counts, stdout
 
 
 def every_type_ran_without_failure(
