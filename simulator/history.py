@@ -76,6 +76,9 @@ EVENTS: dict[str, tuple[str, ...]] = {
         "stop",  # the agent stopped for good {exit_code, reason}
     ),
     "process": ("started", "exited", "paused", "resumed", "killed"),
+    # A scenario client (process client:<name>): a streamed frame of a request
+    # {type, delta, finish_reason, digest}, under the request's `req`.
+    "client": ("chunk",),
     # The wire recorder (process wire:<agent>): what crossed the agent's link.
     "wire": WIRE_EVENTS,
     "fault": ("fault_start", "fault_stop", "fault_via"),  # fault_via: how docker did it

@@ -35,6 +35,7 @@ DEFAULT_WITHIN = 30.0
 DRAIN_SECONDS = 120.0
 
 
+_COMPLETIONS = frozenset({"ok", "fail", "info"})
 #: Steps that only watch or wait; events are expected from the action before them.
 _PASSIVE_STEPS = frozenset({"expect", "assert", "wait", "note"})
 
@@ -387,7 +388,8 @@ class ScenarioRunner:
     def _client_predicate(self, args: dict[str, Any]) -> Callable[[Record], bool]:
         process = f"client:{args['client']}"
         request_id = str(args["id"])
-        return lambda r: r.process == process and r.req == request_id and r.type != "invoke"
+        # The completion, not a streamed chunk's event recorded under the same req.
+        return lambda r: r.process == process and r.req == request_id and r.type in _COMPLETIONS
 
     def _check_completion(self, args: dict[str, Any], record: Record) -> None:
         if "client" not in args:

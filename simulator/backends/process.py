@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tetherbed.hub.config import TUNABLE_OPTIONS, option_flag
-from tetherbed.launch import ManagedProcess, spawn_tetherbed
+from tetherbed.launch import LlmServerProcess, ManagedProcess, spawn_tetherbed, start_llm_server
 from tetherbed.runtime import event_loop
 from tetherbed.runtime.transport import MessageTransport
 from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
@@ -44,6 +44,7 @@ from tetherbed.simulator.faults import (
     ResetConnections,
     plan,
 )
+from tetherbed.simulator.peripherals.llm_server.config import LlmServerConfig
 from tetherbed.simulator.proxy import ProxyRegistry
 from tetherbed.simulator.proxy.proxy import FaultProxy
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
@@ -91,6 +92,9 @@ class _Agent:
         self.proxy: FaultProxy | None = None
         self.state = NodeState("not_started")
         self.journal: Path | None = None
+        #: Its machine's local LLM server (`options.llm`), and the URL the agent gets.
+        self.llm: LlmServerProcess | None = None
+        self.ollama_url: str | None = None
 
 
 def scenario_target(scenario: Scenario, target: Target | None) -> Target:
@@ -183,6 +187,30 @@ class ProcessBackend(Backend):
         spec = agent.spec
         self.event_files.agent(agent.journal, f"agent:{name}", spec.session, spec.machine)
         prepare_root(self.agent_root(agent.spec), agent.spec)
+        await self._start_llm(agent)
+
+    async def _start_llm(self, agent: _Agent) -> None:
+        """`tetherbed llm-server` for an agent whose scenario gives it a local LLM."""
+        options = agent.spec.options.get("llm")
+        if options is None:
+            return
+        try:
+            config, reachable = LlmServerConfig.from_scenario(options)
+        except ValueError as exc:
+            raise BackendError(f"{agent.spec.name}: options.llm: {exc}") from None
+        if not reachable:  # a port nothing listens on: the backend is down
+            agent.ollama_url = f"http://127.0.0.1:{_closed_port()}"
+            return
+        try:
+            agent.llm = await asyncio.to_thread(
+                start_llm_server, config.to_arguments(), name=f"llm-{agent.spec.name}"
+            )
+        except RuntimeError as exc:
+            raise BackendError(str(exc)) from None
+        agent.ollama_url = agent.llm.url
+        self.recorder.event(
+            "runner", "note", {"text": f"{agent.spec.name}: local LLM server at {agent.llm.url}"}
+        )
 
     async def add_agent(self, spec: AgentSpec) -> None:
         await asyncio.to_thread(self.hub.add_user, spec.user)
@@ -195,6 +223,9 @@ class ProcessBackend(Backend):
             if agent.process is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.to_thread(agent.process.stop, 5.0)
+            if agent.llm is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(agent.llm.stop)
         if self.hub.process is not None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.hub.process.stop)
@@ -276,6 +307,8 @@ class ProcessBackend(Backend):
         ]
         if spec.shell:
             args.append("--enable-shell")
+        if agent.ollama_url:
+            args += ["--ollama-url", agent.ollama_url]
         for defect in options.get("defects") or ():
             args += ["--defect", defect]
         return spawn_tetherbed(spec.name, args, env={"TETHERBED_AGENT_TOKEN": token})
@@ -296,6 +329,7 @@ class ProcessBackend(Backend):
             "shell": spec.shell,
             "max_concurrent": spec.options.get("max_concurrent", 4),
             "protocol_version": spec.options.get("protocol_version", CURRENT_TEXT),
+            "ollama_url": agent.ollama_url or "",
         }
         argv = agent.target.argv(values)
         log = self.workdir / "logs" / f"agent-{spec.name}.log"
@@ -479,3 +513,12 @@ class ProcessBackend(Backend):
     def _ingest(self) -> None:
         """Move new lines of the hub's and agents' event files into the history."""
         self.event_files.ingest()
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from tetherbed.agent.audit.sink import NullAuditSink
 from tetherbed.agent.config import AgentConfig, Limits
+from tetherbed.agent.local_llm import LocalLlm
 from tetherbed.agent.operations import DataOperations
 from tetherbed.agent.runtime import AgentRuntime
 from tetherbed.hub.config import TUNABLE_OPTIONS, HubConfig, OwnershipPolicy
@@ -25,6 +26,10 @@ from tetherbed.hub.store import HubStore
 from tetherbed.runtime.transport import MessageTransport
 from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
 from tetherbed.simulator.faults import AddRule, AddToxic, InjectClose, ResetConnections, plan
+from tetherbed.simulator.peripherals.llm_server.config import LlmServerConfig
+from tetherbed.simulator.peripherals.llm_server.core import LlmServerCore
+from tetherbed.simulator.peripherals.llm_server.in_process import InProcessOllama
+from tetherbed.simulator.peripherals.llm_server.runner import GenerationRunner
 from tetherbed.simulator.proxy.ws.rules import MessageRule
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
 from tetherbed.simulator.sim.hub_node import SimHub
@@ -63,6 +68,10 @@ class _AgentNode:
         self.task: asyncio.Task[Any] | None = None
         self.state = NodeState("not_started")
         self.starts = 0
+        #: The machine's local LLM server (`options.llm`): the same core and
+        #: runner as `tetherbed llm-server`, on the virtual clock; it outlives
+        #: restarts of the agent, as a server on the machine would.
+        self.llm: InProcessOllama | None = None
 
 
 class SimBackend(Backend):
@@ -102,6 +111,19 @@ class SimBackend(Backend):
 
     def now(self) -> float:
         return self.loop.time()
+
+    def _llm(self, node: _AgentNode) -> LocalLlm | None:
+        options = node.spec.options.get("llm")
+        if options is None:
+            return None
+        if node.llm is None:
+            try:
+                config, reachable = LlmServerConfig.from_scenario(options)
+            except ValueError as exc:
+                raise BackendError(f"{node.spec.name}: options.llm: {exc}") from None
+            runner = GenerationRunner(LlmServerCore(config), self.clock)
+            node.llm = InProcessOllama(runner, reachable=reachable)
+        return LocalLlm(node.llm, clock=self.clock)
 
     async def setup(self) -> None:
         users = {a.user for a in self.topology.agents.values()}
@@ -197,7 +219,12 @@ class SimBackend(Backend):
             rng=rng,
             new_id=lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4)),
             operations=DataOperations(
-                root=root, clock=self.clock, agent_env={}, offload=False, shell=run_sim_command
+                root=root,
+                clock=self.clock,
+                agent_env={},
+                offload=False,
+                shell=run_sim_command,
+                local_llm=self._llm(agent),
             ),
             audit=NullAuditSink(),
             events=lambda event, **fields: self._agent_event(agent, event, fields),

@@ -19,6 +19,7 @@ from tetherbed.simulator.checkers import (
     double_execution,
     exactly_one_answer,
     file_contents,
+    llm_streams,
     reconnect_after_fatal,
     single_owner,
 )
@@ -38,6 +39,7 @@ MODULES: dict[str, ModuleType] = {
         backoff_bounds,
         crossed_answers,
         file_contents,
+        llm_streams,
     )
 }
 CHECKERS: dict[str, Checker] = {name: module.check for name, module in MODULES.items()}

@@ -316,8 +316,45 @@ def open_port(path: str, *, nonblocking: bool = False) -> int:
     return fd
 
 
-def serve(path: str, device: SerialDevice) -> None:
-    """Answer commands on `path` until its other end goes away (EOF or EIO)."""
+def line_speed(path: str) -> int | None:
+    """The baud rate the client end of the port is set to (its termios), or None.
+
+    A pty carries bytes at any speed; reading the speed the client set on its
+    end is how the simulated device notices a mismatch."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        speed = termios.tcgetattr(fd)[5]  # ospeed, a termios.B* constant
+    except termios.error:
+        return None
+    finally:
+        os.close(fd)
+    return _BAUDS.get(speed)
+
+
+_BAUDS = {
+    getattr(termios, f"B{rate}"): rate
+    for rate in (300, 600, 1200, 2400, 4800, 9600, 19200, 38400, 57600, 115200, 230400)
+    if hasattr(termios, f"B{rate}")
+}
+
+
+def garble(data: bytes) -> bytes:
+    """What a UART at the wrong speed makes of `data`: framing errors, never a
+    line end (every byte has its high bit set), the same bytes for the same input."""
+    return bytes(((b * 7) ^ 0x5A) & 0xFF | 0x80 for b in data)
+
+
+def serve(
+    path: str, device: SerialDevice, *, baud: int | None = None, client_end: str | None = None
+) -> None:
+    """Answer commands on `path` until its other end goes away (EOF or EIO).
+
+    With `baud` and `client_end` (the port programs open), a client whose end
+    is set to another speed gets garbage back and its commands are not run,
+    as with a real device at the wrong baud rate."""
     fd = open_port(path)
     try:
         termios.tcflush(fd, termios.TCIFLUSH)
@@ -330,20 +367,32 @@ def serve(path: str, device: SerialDevice) -> None:
                 raise
             if not data:
                 return
-            reply = device.receive(data)
+            mismatched = baud is not None and client_end is not None
+            if mismatched:
+                speed = line_speed(client_end)  # type: ignore[arg-type]
+                mismatched = speed is not None and speed != baud
+            reply = garble(data) if mismatched else device.receive(data)
             while reply:
                 reply = reply[os.write(fd, reply) :]
     finally:
         os.close(fd)
 
 
-def ask(path: str, lines: Sequence[str], *, timeout: float = 2.0) -> list[str]:
+def ask(
+    path: str, lines: Sequence[str], *, timeout: float = 2.0, baud: int | None = None
+) -> list[str]:
     """Send each line to the device on `path`; return its reply lines, in order.
 
-    Raises TimeoutError when a reply does not arrive within `timeout` seconds.
+    `baud` sets the port's speed first (a device served with `--baud` checks
+    it). Raises TimeoutError when a reply does not arrive within `timeout` seconds.
     """
     fd = open_port(path, nonblocking=True)
     try:
+        if baud is not None:
+            speed = getattr(termios, f"B{baud}")
+            attributes = termios.tcgetattr(fd)
+            attributes[4] = attributes[5] = speed
+            termios.tcsetattr(fd, termios.TCSANOW, attributes)
         # Drop whatever an earlier client left unread, so replies pair up.
         termios.tcflush(fd, termios.TCIFLUSH)
         replies: list[str] = []
@@ -380,16 +429,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--serial", default="SIM0001", help="serial number that ID? reports")
     run.add_argument("--model", default="sim-arduino")
     run.add_argument("--seed", type=int, default=0, help="seed of the sensor noise")
+    run.add_argument(
+        "--baud", type=int, default=None, help="the device's speed (with --client-end)"
+    )
+    run.add_argument(
+        "--client-end",
+        default=None,
+        help="the port programs open: at another speed than --baud they get garbage",
+    )
     client = commands.add_parser("ask", help="send lines to the device at PORT, print replies")
     client.add_argument("port")
     client.add_argument("lines", nargs="+", metavar="LINE")
     client.add_argument("--timeout", type=float, default=2.0, help="seconds per reply")
+    client.add_argument("--baud", type=int, default=None, help="set the port's speed first")
     args = parser.parse_args(argv)
 
     if args.command == "serve":
         device = SerialDevice(DeviceIdentity(serial=args.serial, model=args.model), seed=args.seed)
         try:
-            serve(args.port, device)
+            serve(args.port, device, baud=args.baud, client_end=args.client_end)
         except KeyboardInterrupt:
             return 0
         except OSError as exc:
@@ -398,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"serial_device: {args.port}: the other end closed", file=sys.stderr)
         return 1
     try:
-        for reply in ask(args.port, args.lines, timeout=args.timeout):
+        for reply in ask(args.port, args.lines, timeout=args.timeout, baud=args.baud):
             print(reply)
     except (OSError, TimeoutError) as exc:
         print(f"serial_device: {args.port}: {exc}", file=sys.stderr)

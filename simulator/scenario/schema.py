@@ -21,6 +21,7 @@ from tetherbed.hub.config import HUB_DEFECTS, OwnershipPolicy
 from tetherbed.simulator.checkers import CHECKERS, checker_options
 from tetherbed.simulator.faults import FAULT_KINDS
 from tetherbed.simulator.history import EVENTS
+from tetherbed.simulator.peripherals.llm_server.config import FAILURE_MODES
 from tetherbed.simulator.validation import (
     Anything,
     Boolean,
@@ -109,6 +110,28 @@ HUB_OPTIONS = Record(
     noun="hub options",
 )
 
+#: `agents.NAME.options.llm`: the machine's Ollama-compatible server
+#: (`tetherbed llm-server`; in process on sim), given to the agent as its
+#: `--ollama-url`. The keys are LlmServerConfig's.
+LLM_OPTIONS = Record(
+    {
+        "models": Field(ListOf(Text(), nonempty=True)),
+        "seed": Field(Integer()),
+        "latency_ms": Field(Number()),
+        "load_ms": Field(Number()),
+        "tokens_per_second": Field(Number()),
+        "max_output_tokens": Field(Integer(minimum=1)),
+        "fail_rate": Field(Number()),
+        "fail_mode": Field(Text(FAILURE_MODES)),
+        "fail_models": Field(ListOf(Text())),
+        "missing_models": Field(ListOf(Text())),
+        "parallel": Field(Integer(minimum=1)),
+        "max_queue": Field(Integer(minimum=0)),
+        "reachable": Field(Boolean(), doc="false: nothing listens (a backend that is down)"),
+    },
+    noun="local LLM server options",
+)
+
 AGENT_OPTIONS = Record(
     {
         "shell": Field(Boolean()),
@@ -116,6 +139,11 @@ AGENT_OPTIONS = Record(
         "protocol_version": Field(Text()),
         "defects": Field(ListOf(Text(tuple(sorted(AGENT_DEFECTS))))),
         "files": Field(MapOf(Text(nonempty=False)), doc="initial files: {path: content}"),
+        "llm": Field(
+            LLM_OPTIONS,
+            doc="a local Ollama-compatible server for this agent",
+            backends=frozenset({"sim", "process"}),
+        ),
     },
     noun="agent options",
 )

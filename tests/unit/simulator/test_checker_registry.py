@@ -20,6 +20,7 @@ NAMES = [
     "backoff_bounds",
     "no_crossed_answers",
     "file_contents",
+    "llm_streams",
 ]
 
 
