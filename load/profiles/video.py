@@ -46,6 +46,11 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"the native adapter: {exc}")
 
 
+def _viewers(count: int, kind: str) -> list[str]:
+    """The frame names of every viewer of a kind (users/viewers.py)."""
+    return [f"frame ({kind} {n})" for n in range(1, count + 1)]
+
+
 def _run(ctx: Context, adapter: NativeAdapter, grants: GrantServer) -> int:
     args = ctx.args
     seconds = args.phase_seconds + SETTLE_SECONDS
@@ -110,17 +115,22 @@ def _run(ctx: Context, adapter: NativeAdapter, grants: GrantServer) -> int:
     report.lines += request_table(result, ["video"])
     report.add("")
     frames = select(result.rows, types=["video"])
-    report.metrics.update(standard_metrics(figures(select(frames, names=["frame (fast)"]))))
+    fast_names = _viewers(args.users, "fast")
+    report.metrics.update(standard_metrics(figures(select(frames, names=fast_names))))
     fps: dict[str, dict[str, float]] = {}
+    slowest: dict[str, float] = {}
     for window in result.windows:
         report.add(f"{window.name}:")
         fps[window.name] = {}
+        start = window.start + SETTLE_SECONDS
         for kind, count in (("fast", args.users), ("slow", args.slow), ("stalled", 1)):
             if not count or (kind == "stalled" and window is result.windows[0]):
                 continue
-            found = figures(
-                select(frames, names=[f"frame ({kind})"]), window.start + SETTLE_SECONDS, window.end
-            )
+            names = _viewers(count, kind)
+            found = figures(select(frames, names=names), start, window.end)
+            each = [figures(select(frames, names=[n]), start, window.end).rps for n in names]
+            if kind == "fast":
+                slowest[window.name] = min(each)
             skipped = figures(
                 select(frames, names=[f"skipped ({kind})"]),
                 window.start + SETTLE_SECONDS,
@@ -143,18 +153,23 @@ def _run(ctx: Context, adapter: NativeAdapter, grants: GrantServer) -> int:
                 if math.isfinite(found.p50_ms)
                 else "no frame"
             )
+            viewers = ", ".join(f"{f:.1f}" for f in each)
             report.add(
-                f"  {kind:<8} {per_viewer:6.1f} fps per viewer, {latency}, "
+                f"  {kind:<8} {per_viewer:6.1f} fps per viewer ({viewers}), {latency}, "
                 f"{skipped.requests} skipped, {keyframes.requests} keyframe(s) received, "
                 f"{asks.requests} asked for"
             )
-    names = [w.name for w in result.windows]
-    if len(names) == 2 and fps[names[0]].get("fast"):
-        ratio = fps[names[1]].get("fast", 0.0) / fps[names[0]]["fast"]
+    phases = [w.name for w in result.windows]
+    if len(phases) == 2 and fps[phases[0]].get("fast"):
+        ratio = fps[phases[1]].get("fast", 0.0) / fps[phases[0]]["fast"]
         report.metrics["fps_ratio"] = ratio
         report.figures["fps_ratio"] = ratio
         verdict = "ok" if ratio >= 0.9 else "below the 0.9 target"
-        report.add(f"fast viewers' fps with a stalled viewer ÷ without: {ratio:.2f} ({verdict})")
+        report.add(
+            f"fast viewers' fps with a stalled viewer ÷ without: {ratio:.2f} ({verdict}); the "
+            f"slowest fast viewer: {slowest.get(phases[0], 0.0):.1f} fps without, "
+            f"{slowest.get(phases[1], 0.0):.1f} with"
+        )
     else:
         report.problems.append("the fast viewers received no frame in the first phase")
     report.figures["fps"] = fps

@@ -3,7 +3,8 @@
 A viewer gets a ticket and the listener's URL from `tetherbed load video`,
 presents the ticket, and reads CDV1/CDN1 frames (agent/native/video/frames.py).
 A fast viewer acks each frame at once, a slow one after the plan's
-`slow_ack_seconds`, a stalled one never. Each frame is reported with its
+`slow_ack_seconds`, a stalled one never. Each frame is reported, under the
+viewer's own name (`frame (fast 2)`), with its
 capture-to-viewer latency (the header's CLOCK_MONOTONIC capture time against
 this machine's), and each keyframe again under its own name; a sequence gap
 is reported as skipped frames, and when the frame after a gap is no keyframe
@@ -20,7 +21,7 @@ import urllib.request
 import gevent
 
 from tetherbed.agent.native.video.frames import parse
-from tetherbed.load.users import roles
+from tetherbed.load.users import roles, slots
 from tetherbed.load.users.websocket_link import Closed, Link
 
 ACK, STALLED = "ack", "never"
@@ -33,6 +34,8 @@ class ViewerUser(roles.LoadUser):
 
     def on_start(self) -> None:
         plan = self.plan
+        #: This viewer's number among its kind (its frames are reported under it).
+        self.number = slots.claim(self.environment, f"viewer {self.kind}") + 1
         started = time.perf_counter()
         with urllib.request.urlopen(plan.grant_url, timeout=30) as answer:
             grant = json.load(answer)
@@ -48,7 +51,7 @@ class ViewerUser(roles.LoadUser):
     def watch(self) -> None:
         link = self.link
         delay = self.ack_delay()
-        name = f"frame ({self.kind})"
+        name = f"frame ({self.kind} {self.number})"
         while True:
             try:
                 data = link.recv()
