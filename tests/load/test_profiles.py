@@ -197,9 +197,10 @@ def test_video_fast_viewers_keep_their_rate_beside_a_stalled_one(tmp_path: Path)
     every_type_ran_without_failure(
         counts,
         [
-            ("video", "frame (fast)"),
-            ("video", "frame (slow)"),
-            ("video", "frame (stalled)"),
+            ("video", "frame (fast 1)"),
+            ("video", "frame (fast 2)"),
+            ("video", "frame (slow 1)"),
+            ("video", "frame (stalled 1)"),
             ("video", "open (stalled)"),
         ],
         output,
