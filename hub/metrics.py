@@ -9,10 +9,12 @@ all of it into metric families only when `/metrics` is scraped, so the relay
 path pays a few integer additions per frame: no lock, no label lookup, no
 object per connection.
 
-The relay-latency histogram times each relayed frame from the moment the hub
-read it to the moment it handed the frame to the receiving peer's socket:
-in the read loop when the frame goes straight out (the common case), or in
-the peer's outbox when it had to wait behind others (backpressure).
+Two histograms time the relay. `relay_latency` is the hub's own work on a
+frame that goes straight out (the common case): from reading it to handing
+it to the receiving peer's socket, timed on one frame in `LATENCY_SAMPLE`
+(timing every frame would cost the relay path more than all the counting
+together). `outbox_wait` is the backpressure: every frame that had to wait
+in a backed-up peer's queue, from being queued to being written.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ if TYPE_CHECKING:
 PREFIX = "tetherbed_hub"
 #: What `/metrics` answers with (the classic text format every scraper reads).
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
-#: Upper bounds of the relay-latency buckets, in seconds (+Inf is implied).
+#: One frame in this many (a power of two) is timed for `relay_latency`.
+LATENCY_SAMPLE = 16
+#: Upper bounds of the latency buckets, in seconds (+Inf is implied).
 LATENCY_BOUNDS: tuple[float, ...] = (
     0.0001,
     0.00025,
@@ -78,7 +82,7 @@ class LatencyHistogram:
 
 
 class FrameCount:
-    """Frames and bytes that crossed between the hub and one kind of peer."""
+    """Frames (and bytes, where counted) between the hub and one kind of peer."""
 
     __slots__ = ("bytes", "frames")
 
@@ -92,11 +96,13 @@ class HubMetrics:
 
     def __init__(self, core: HubCore) -> None:
         self.core = core
-        #: Frames read from agents / clients (by the peer they came from).
+        #: Frames read from agents / clients (by the peer they came from); their
+        #: bytes are not counted (the relay path pays for every addition).
         self.received = {peer: FrameCount() for peer in PEERS}
         #: Frames handed to agents' / clients' outboxes (by the peer they go to).
         self.sent = {peer: FrameCount() for peer in PEERS}
         self.relay_latency = LatencyHistogram()
+        self.outbox_wait = LatencyHistogram()
         #: Live connections, and connections ever accepted, by kind.
         self.connections: Counter[str] = Counter()
         self.accepted: Counter[str] = Counter()
@@ -202,35 +208,38 @@ class _HubCollector(Collector):
             sum(len(target.queue) + len(target.deferred) for target in targets),
         )
 
-        for name, counts, what in (
-            ("frames_received", m.received, "read from"),
-            ("frames_sent", m.sent, "written to"),
-        ):
-            frames = CounterMetricFamily(
-                f"{PREFIX}_{name}", f"WebSocket messages {what} peers, by peer", labels=["peer"]
-            )
-            size = CounterMetricFamily(
-                f"{PREFIX}_{name.replace('frames', 'bytes')}",
-                f"Payload bytes of the WebSocket messages {what} peers, by peer",
-                labels=["peer"],
-            )
-            for peer in PEERS:
-                frames.add_metric([peer], counts[peer].frames)
-                size.add_metric([peer], counts[peer].bytes)
-            yield frames
-            yield size
-
-        latency = m.relay_latency
-        buckets, running = [], 0
-        for bound, count in zip((*LATENCY_BOUNDS, float("inf")), latency.counts, strict=True):
-            running += count
-            buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
-        yield HistogramMetricFamily(
-            f"{PREFIX}_relay_latency_seconds",
-            "Time from reading a relayed frame to handing it to the receiving peer's socket "
-            "(outbox waiting included)",
-            buckets=buckets,
-            sum_value=latency.total,
+        received = CounterMetricFamily(
+            f"{PREFIX}_frames_received",
+            "WebSocket messages read from peers, by peer",
+            labels=["peer"],
+        )
+        sent = CounterMetricFamily(
+            f"{PREFIX}_frames_sent",
+            "WebSocket messages handed to peers' outboxes (relayed, and the hub's own), by peer",
+            labels=["peer"],
+        )
+        sent_bytes = CounterMetricFamily(
+            f"{PREFIX}_bytes_sent",
+            "Bytes of the messages handed to peers, by peer",
+            labels=["peer"],
+        )
+        for peer in PEERS:
+            received.add_metric([peer], m.received[peer].frames)
+            sent.add_metric([peer], m.sent[peer].frames)
+            sent_bytes.add_metric([peer], m.sent[peer].bytes)
+        yield received
+        yield sent
+        yield sent_bytes
+        yield _histogram(
+            "relay_latency_seconds",
+            f"Time from reading a frame to handing it straight to the receiving peer's socket "
+            f"(one frame in {LATENCY_SAMPLE} is timed)",
+            m.relay_latency,
+        )
+        yield _histogram(
+            "outbox_wait_seconds",
+            "Time a frame waited in a backed-up peer's queue before it was written (every one)",
+            m.outbox_wait,
         )
 
         yield _counter("takeovers", "Sessions or machines taken over", m.events["takeover"])
@@ -278,6 +287,16 @@ class _HubCollector(Collector):
         for event, count in sorted(m.events.items()):
             events.add_metric([event], count)
         yield events
+
+
+def _histogram(name: str, documentation: str, latency: LatencyHistogram) -> HistogramMetricFamily:
+    buckets, running = [], 0
+    for bound, count in zip((*LATENCY_BOUNDS, float("inf")), latency.counts, strict=True):
+        running += count
+        buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
+    return HistogramMetricFamily(
+        f"{PREFIX}_{name}", documentation, buckets=buckets, sum_value=latency.total
+    )
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

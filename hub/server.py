@@ -30,7 +30,7 @@ from tetherbed.hub.core import HubCore
 from tetherbed.hub.driver import ActionRunner
 from tetherbed.hub.dsh.server import mount_dsh_computers
 from tetherbed.hub.links import ClientLink
-from tetherbed.hub.metrics import CONTENT_TYPE, LATENCY_BOUNDS, HubMetrics
+from tetherbed.hub.metrics import CONTENT_TYPE, LATENCY_BOUNDS, LATENCY_SAMPLE, HubMetrics
 from tetherbed.hub.outbox import Outbox, Outboxes
 from tetherbed.hub.store import HubStore
 from tetherbed.hub.timer_driver import CoreTimer
@@ -94,7 +94,7 @@ class HubServer:
             limit_bytes=config.slow_consumer_bytes,
             stall_seconds=config.slow_consumer_seconds,
             on_slow=self._slow_consumer,
-            wait_timer=self.metrics.relay_latency,
+            wait_timer=self.metrics.outbox_wait,
         )
         self.app = web.Application()
         self.app.add_routes(
@@ -215,9 +215,9 @@ class HubServer:
         core and carry out its answer.
 
         Nothing here waits for another peer: a Send is an append to that
-        peer's outbox. The common case, exactly one Send, is done inline, and
-        timed for the relay-latency histogram when it went straight out (a
-        frame that has to queue is timed by the outbox that holds it).
+        peer's outbox. The common case, exactly one Send, is done inline; one
+        such frame in LATENCY_SAMPLE that goes straight out is timed for the
+        relay-latency histogram (a frame that queues is timed by its outbox).
         """
         timers = self.core.timers
         apply = self._apply
@@ -227,19 +227,20 @@ class HubServer:
         latency = self.metrics.relay_latency
         buckets, bounds = latency.counts, LATENCY_BOUNDS
         clock = time.perf_counter
+        mask = LATENCY_SAMPLE - 1
         async for message in ws:
             kind = message.type
             if kind is not text and kind is not binary:
                 continue
-            started = clock()
-            data = message.data
             received.frames += 1
-            received.bytes += len(data)
-            actions = handle(data)
+            timed = not received.frames & mask
+            if timed:
+                started = clock()
+            actions = handle(message.data)
             if inline:
                 await self.runner.apply_inline(actions)
             elif len(actions) == 1 and type(action := actions[0]) is Send:
-                if action.peer.put(action.data):
+                if action.peer.put(action.data) and timed:
                     elapsed = clock() - started
                     buckets[bisect_left(bounds, elapsed)] += 1
                     latency.total += elapsed

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from tetherbed.hub.metrics import LATENCY_BOUNDS, LatencyHistogram
+from tetherbed.hub.metrics import LATENCY_BOUNDS, LATENCY_SAMPLE, LatencyHistogram
 from tetherbed.hub.outbox import Outboxes
 
 from .server_harness import FakeAgent, RunningHub, request, running_hub
@@ -52,7 +52,7 @@ async def test_relayed_frames_connections_and_latency_are_counted() -> None:
             proxy=None,
         )
         try:
-            for n in range(5):
+            for n in range(LATENCY_SAMPLE):
                 await conn.send(request("FILE_STAT", f"q{n}", {"path": "/w/a"}).decode())
                 answer = msgspec.json.decode(await asyncio.wait_for(conn.recv(), 5))
                 assert answer["type"] == "FILE_STAT_RESPONSE"
@@ -63,16 +63,19 @@ async def test_relayed_frames_connections_and_latency_are_counted() -> None:
     assert value(samples, "tetherbed_hub_connections", kind="agent") == 1
     assert value(samples, "tetherbed_hub_connections", kind="client") == 1
     assert value(samples, "tetherbed_hub_sessions_owned") == 1
-    # HELLO and five answers from the agent; five requests from the client
-    assert value(samples, "tetherbed_hub_frames_received_total", peer="agent") == 6
-    assert value(samples, "tetherbed_hub_frames_received_total", peer="client") == 5
-    # HELLO_ACK and five requests to the agent; five answers to the client
-    assert value(samples, "tetherbed_hub_frames_sent_total", peer="agent") == 6
-    assert value(samples, "tetherbed_hub_frames_sent_total", peer="client") == 5
-    assert value(samples, "tetherbed_hub_bytes_sent_total", peer="client") > 5 * 50
-    # every relayed frame went straight out, and was timed once
-    assert value(samples, "tetherbed_hub_relay_latency_seconds_count") == 10
-    assert value(samples, "tetherbed_hub_relay_latency_seconds_bucket", le="+Inf") == 10
+    n = LATENCY_SAMPLE
+    # HELLO and n answers from the agent; n requests from the client
+    assert value(samples, "tetherbed_hub_frames_received_total", peer="agent") == n + 1
+    assert value(samples, "tetherbed_hub_frames_received_total", peer="client") == n
+    # HELLO_ACK and n requests to the agent; n answers to the client
+    assert value(samples, "tetherbed_hub_frames_sent_total", peer="agent") == n + 1
+    assert value(samples, "tetherbed_hub_frames_sent_total", peer="client") == n
+    assert value(samples, "tetherbed_hub_bytes_sent_total", peer="client") > n * 50
+    # every frame went straight out; one in LATENCY_SAMPLE of each side's was timed
+    # (the client's n-th, the agent's n-th: its HELLO is its first)
+    assert value(samples, "tetherbed_hub_relay_latency_seconds_count") == 2
+    assert value(samples, "tetherbed_hub_relay_latency_seconds_bucket", le="+Inf") == 2
+    assert value(samples, "tetherbed_hub_outbox_wait_seconds_count") == 0
     assert value(samples, "tetherbed_hub_requests_in_flight") == 0
     assert value(samples, "tetherbed_hub_process_resident_memory_bytes") > 0
 
