@@ -59,10 +59,10 @@ class HubDelta:
                 found[tag] = change
         return found
 
-    def latency_ms(self, q: float) -> float:
-        """A percentile of the run's relay latency, from the histogram's buckets
-        (the upper bound of the bucket it falls in)."""
-        name = "tetherbed_hub_relay_latency_seconds_bucket"
+    def latency_ms(self, q: float, histogram: str = "relay_latency") -> float:
+        """A percentile of the run's relay latency (or outbox wait), from the
+        histogram's buckets (the upper bound of the bucket it falls in)."""
+        name = f"tetherbed_hub_{histogram}_seconds_bucket"
         buckets = sorted(
             (math.inf if le == "+Inf" else float(le), self.delta(name, le=le))
             for le in {dict(labels).get("le") for (s, labels) in self.after if s == name}
@@ -93,6 +93,12 @@ class HubDelta:
             latency = (
                 f"; relay latency p50 {self.latency_ms(0.5):g} ms, "
                 f"p99 {self.latency_ms(0.99):g} ms (bucket bounds)"
+            )
+        waited = self.delta("tetherbed_hub_outbox_wait_seconds_count")
+        if waited:
+            latency += (
+                f"; {waited:,.0f} frame(s) waited for a slow peer, p99 "
+                f"{self.latency_ms(0.99, 'outbox_wait'):g} ms"
             )
         lines = [
             f"frames sent: {sent['agent']:,.0f} to agents, {sent['client']:,.0f} to clients "
