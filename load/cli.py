@@ -197,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--echo-seconds",
         type=_not_negative(float),
         default=5.0,
-        help="seconds of the generator's baseline against a raw websockets echo (0: none)",
+        help="seconds of the generator's baseline against a raw websockets echo, before and "
+        "again after the run (0: none; default 5)",
     )
 
     storm = profiles.add_parser(
