@@ -38,7 +38,7 @@ LOAD := $(PY) -m tetherbed load
 load: venv system-deps
 	$(LOAD) relay --step --users 64 --agents 16 --steps 8 --step-seconds 10 --out load-results/relay
 	$(LOAD) storm --users 1000 --out load-results/storm
-	$(LOAD) storm --users 5000 --spawn-rate 250 --out load-results/storm-5000
+	$(LOAD) storm --users 5000 --spawn-rate 250 --drop none --out load-results/storm-5000-idle
 	$(LOAD) takeover --duration 60 --out load-results/takeover
 	$(LOAD) video --users 4 --slow 1 --phase-seconds 15 --out load-results/video
 
