@@ -13,7 +13,7 @@ DEBIAN_PACKAGES := xvfb socat xdotool x11-utils ffmpeg scrot imagemagick chromiu
 # How many pytest-xdist workers; the machines this runs on have two cores.
 WORKERS ?= auto
 
-.PHONY: demo test lint system-deps venv bench clean images dsh-defects
+.PHONY: demo test lint system-deps venv bench load clean images dsh-defects
 
 demo: venv
 	$(PY) -m tetherbed demo
@@ -30,6 +30,17 @@ bench: venv system-deps
 	$(PY) bench/relay.py
 	$(PY) bench/screenshot.py
 	$(PY) bench/video.py
+	$(PY) bench/idle_agents.py
+
+# The long load profiles whose figures docs/load.md quotes (several minutes;
+# reports in load-results/). `make test` runs only their short smoke runs.
+LOAD := $(PY) -m tetherbed load
+load: venv system-deps
+	$(LOAD) relay --step --users 64 --agents 16 --steps 8 --step-seconds 10 --out load-results/relay
+	$(LOAD) storm --users 1000 --out load-results/storm
+	$(LOAD) storm --users 5000 --spawn-rate 250 --drop none --out load-results/storm-5000-idle
+	$(LOAD) takeover --duration 60 --out load-results/takeover
+	$(LOAD) video --users 4 --slow 1 --phase-seconds 15 --out load-results/video
 
 # The dsh hub's planted defects in the shipped dsh scenarios, on sim and on real
 # processes (`make test` runs the sim half).

@@ -21,13 +21,24 @@ def _no_journal(event: str, **fields: Any) -> None:
     return None
 
 
+def _no_count(code: int) -> None:
+    return None
+
+
 class ActionRunner:
     def __init__(
-        self, core: HubCore, store: HubStore, observer: Callable[..., None] | None = None
+        self,
+        core: HubCore,
+        store: HubStore,
+        observer: Callable[..., None] | None = None,
+        *,
+        on_close: Callable[[int], None] | None = None,
     ) -> None:
+        """`on_close` is told the code of every Close carried out (metrics)."""
         self.core = core
         self.store = store
         self.observer = observer or _no_journal
+        self.on_close = on_close or _no_count
         #: The `head_of_line` defect: send inside the sender's read loop.
         self.inline = "head_of_line" in core.config.defects
 
@@ -37,6 +48,7 @@ class ActionRunner:
             if kind is Send:
                 action.peer.put(action.data)  # type: ignore[union-attr]
             elif kind is Close:
+                self.on_close(action.code)  # type: ignore[union-attr]
                 action.peer.close_after(action.code, action.reason)  # type: ignore[union-attr]
             elif kind is Record:
                 self.observer(action.event, **action.fields)  # type: ignore[union-attr]

@@ -25,8 +25,9 @@ import asyncio
 import collections
 import contextlib
 import json
+import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from tetherbed.wire.codes import CloseCode
 
@@ -40,6 +41,19 @@ CloseTransport = Callable[[int, str], Awaitable[None]]
 Abort = Callable[[], None]
 #: How long a slow consumer's close may take before its transport is aborted.
 CLOSE_GRACE_SECONDS = 1.0
+
+
+class WaitTimer(Protocol):
+    """Told how long each queued frame waited before it was written (metrics)."""
+
+    def observe(self, seconds: float) -> None: ...
+
+
+class FrameCounter(Protocol):
+    """Counts the frames (and their bytes) handed to one kind of peer (metrics)."""
+
+    frames: int
+    bytes: int
 
 
 class _CloseAfter:
@@ -61,7 +75,9 @@ class Outbox:
         "_bytes",
         "_close",
         "_closing",
+        "_counter",
         "_queue",
+        "_queued_at",
         "_registry",
         "_task",
         "_waiter",
@@ -86,8 +102,10 @@ class Outbox:
         *,
         write_now: WriteNow | None = None,
         buffered: Buffered | None = None,
+        counter: FrameCounter | None = None,
     ) -> None:
         self._registry = registry
+        self._counter = counter
         self.name = name
         self._write = write
         self._write_now = write_now
@@ -95,6 +113,9 @@ class Outbox:
         self._close = close
         self._abort = abort
         self._queue: collections.deque[bytes | _CloseAfter] = collections.deque()
+        #: When each queued frame was put, while the registry times the waits
+        #: (made on the first frame that queues: most peers never need one).
+        self._queued_at: collections.deque[float] | None = None
         self._bytes = 0
         self._closing = False
         self._waiter: asyncio.Future[None] | None = None
@@ -125,11 +146,16 @@ class Outbox:
         """Something waits for the peer to take it."""
         return bool(self._queue) or self.writing or self.buffered > 0
 
-    def put(self, data: bytes) -> None:
+    def put(self, data: bytes) -> bool:
         """Queue one frame (or write it at once when nothing waits and the
-        transport has room: no task switch on the relay path); never waits."""
+        transport has room: no task switch on the relay path); never waits.
+        True when it was written at once."""
         if self.closed or self._closing:
-            return
+            return False
+        counter = self._counter
+        if counter is not None:
+            counter.frames += 1
+            counter.bytes += len(data)
         if not self._queue and not self.writing:
             write_now = self._write_now
             if write_now is not None:
@@ -138,17 +164,22 @@ class Outbox:
                     self.writes += 1
                     if left:  # the peer has not taken it all yet: watch it
                         self._registry.watch(self)
-                    return
+                    return True
         self._queue.append(data)
+        if self._registry.wait_timer is not None:
+            if self._queued_at is None:
+                self._queued_at = collections.deque()
+            self._queued_at.append(time.perf_counter())
         self._bytes += len(data)
         if self._bytes > self._registry.limit_bytes:
             self.slow({"queued_bytes": self._bytes})
-            return
+            return False
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
             if not waiter.done():
                 waiter.set_result(None)
+        return False
 
     def close_after(self, code: int, reason: str) -> None:
         """Close the connection once the frames queued before are written;
@@ -177,6 +208,7 @@ class Outbox:
             return
         self.closed = True
         self._queue.clear()
+        self._forget_waits()
         self._bytes = 0
         self._task.cancel()
         self._registry.busy.pop(self, None)
@@ -201,15 +233,21 @@ class Outbox:
         """The connection ended: the writer has nothing more to do."""
         self.closed = True
         self._queue.clear()
+        self._forget_waits()
         self._bytes = 0
         self._registry.busy.pop(self, None)
         if not self._task.done():
             self._task.cancel()
 
+    def _forget_waits(self) -> None:
+        if self._queued_at is not None:
+            self._queued_at.clear()
+
     async def _run(self) -> None:
         queue = self._queue
         loop = asyncio.get_running_loop()
         registry = self._registry
+        timer = registry.wait_timer
         while True:
             if not queue:
                 if not self.buffered:
@@ -229,6 +267,9 @@ class Outbox:
                         self.writing = False
                         return
                     self.writes += 1
+                    queued_at = self._queued_at
+                    if queued_at and timer is not None:
+                        timer.observe(time.perf_counter() - queued_at.popleft())
                 else:
                     assert isinstance(item, _CloseAfter)
                     self.closed = True
@@ -249,8 +290,11 @@ class Outboxes:
         limit_bytes: int,
         stall_seconds: float,
         on_slow: Callable[[Outbox, dict[str, Any]], None] | None = None,
+        wait_timer: WaitTimer | None = None,
     ) -> None:
+        """`wait_timer`, if given, is told how long each queued frame waited."""
         self.limit_bytes = limit_bytes
+        self.wait_timer = wait_timer
         self.stall_seconds = stall_seconds
         self._on_slow = on_slow
         #: Outboxes with frames waiting or a write in progress (a dict: ordered).
@@ -267,8 +311,18 @@ class Outboxes:
         *,
         write_now: WriteNow | None = None,
         buffered: Buffered | None = None,
+        counter: FrameCounter | None = None,
     ) -> Outbox:
-        return Outbox(self, name, write, close, abort, write_now=write_now, buffered=buffered)
+        return Outbox(
+            self,
+            name,
+            write,
+            close,
+            abort,
+            write_now=write_now,
+            buffered=buffered,
+            counter=counter,
+        )
 
     def watch(self, outbox: Outbox) -> None:
         """`outbox` has frames to write: keep an eye on its progress."""

@@ -17,6 +17,7 @@ import os
 import signal
 import struct
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,7 @@ from tetherbed.hub.core import HubCore
 from tetherbed.hub.driver import ActionRunner
 from tetherbed.hub.dsh.server import mount_dsh_computers
 from tetherbed.hub.links import ClientLink
+from tetherbed.hub.metrics import CONTENT_TYPE, LATENCY_BOUNDS, LATENCY_SAMPLE, HubMetrics
 from tetherbed.hub.outbox import Outbox, Outboxes
 from tetherbed.hub.store import HubStore
 from tetherbed.hub.timer_driver import CoreTimer
@@ -84,11 +86,15 @@ class HubServer:
         for user, session_id, machine_id, grant in store.grants():
             self.core.remember_grant(user, session_id, machine_id, grant)
         self._observer = observer
-        self.runner = ActionRunner(self.core, store, observer)
+        self.metrics = HubMetrics(self.core)
+        self.runner = ActionRunner(
+            self.core, store, self.metrics.journal(observer), on_close=self.metrics.closed
+        )
         self.outboxes = Outboxes(
             limit_bytes=config.slow_consumer_bytes,
             stall_seconds=config.slow_consumer_seconds,
             on_slow=self._slow_consumer,
+            wait_timer=self.metrics.outbox_wait,
         )
         self.app = web.Application()
         self.app.add_routes(
@@ -110,10 +116,6 @@ class HubServer:
         self._timer = CoreTimer(self.core, self._apply)
         self._sockets: dict[web.WebSocketResponse, Outbox] = {}
         self._runner: web.AppRunner | None = None
-        #: Frames received from agents and clients (for /metrics).
-        self.frames = 0
-        #: Peers closed as slow consumers (for /metrics).
-        self.slow_consumers = 0
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen on `host:port` (0: the OS picks); the address actually bound.
@@ -156,14 +158,17 @@ class HubServer:
     async def _agent(self, request: web.Request, session_id: str | None) -> web.StreamResponse:
         user = admit_agent(self.store, _bearer(request), session_id)
         if isinstance(user, Refusal):
-            return _refuse(user)
+            return self._refuse(user)
+        kind = "agent" if session_id is not None else "agent-control"
         ws, outbox = await self._upgrade(request, "agent")
         link, opened = self.core.agent_opened(outbox, user=user, session_id=session_id)
+        self.metrics.opened(kind)
         self._apply(opened)
         self._timer.reschedule()
         try:
-            await self._pump_frames(ws, functools.partial(self.core.agent_frame, link))
+            await self._pump_frames(ws, functools.partial(self.core.agent_frame, link), "agent")
         finally:
+            self.metrics.ended(kind)
             self._apply(self.core.agent_closed(link, ws.close_code))
             self._forget(ws)
             self._timer.reschedule()
@@ -175,54 +180,70 @@ class HubServer:
         session_id = request.match_info["session_id"]
         user = admit_client(self.store, _bearer(request), session_id)
         if isinstance(user, Refusal):
-            return _refuse(user)
+            return self._refuse(user)
         ws, outbox = await self._upgrade(request, "client")
         client, opened = self.core.client_opened(outbox, user=user, session_id=session_id)
         self._apply(opened)
-        return await self._serve_client(ws, client)
+        return await self._serve_client(ws, client, "client")
 
     async def _machine_client(self, request: web.Request) -> web.StreamResponse:
         user = admit_client(self.store, _bearer(request))
         if isinstance(user, Refusal):
-            return _refuse(user)
+            return self._refuse(user)
         ws, outbox = await self._upgrade(request, "machine-client")
         machine_id = request.match_info["machine_id"]
         client, opened = self.core.machine_client_opened(outbox, user=user, machine_id=machine_id)
         self._apply(opened)
-        return await self._serve_client(ws, client)
+        return await self._serve_client(ws, client, "machine-client")
 
     async def _serve_client(
-        self, ws: web.WebSocketResponse, client: ClientLink
+        self, ws: web.WebSocketResponse, client: ClientLink, kind: str
     ) -> web.WebSocketResponse:
+        self.metrics.opened(kind)
         try:
-            await self._pump_frames(ws, functools.partial(self.core.client_frame, client))
+            await self._pump_frames(ws, functools.partial(self.core.client_frame, client), "client")
         finally:
+            self.metrics.ended(kind)
             self._apply(self.core.client_closed(client))
             self._forget(ws)
         return ws
 
     async def _pump_frames(
-        self, ws: web.WebSocketResponse, handle: Callable[[bytes], Actions]
+        self, ws: web.WebSocketResponse, handle: Callable[[bytes], Actions], peer: str
     ) -> None:
-        """Feed every frame of `ws` to the core and carry out its answer.
+        """Feed every frame of `ws` (from an `agent` or `client` peer) to the
+        core and carry out its answer.
 
         Nothing here waits for another peer: a Send is an append to that
-        peer's outbox. The common case, exactly one Send, is done inline.
+        peer's outbox. The common case, exactly one Send, is done inline; one
+        such frame in LATENCY_SAMPLE that goes straight out is timed for the
+        relay-latency histogram (a frame that queues is timed by its outbox).
         """
         timers = self.core.timers
         apply = self._apply
         inline = self.runner.inline
         text, binary = WSMsgType.TEXT, WSMsgType.BINARY
+        received = self.metrics.received[peer]
+        latency = self.metrics.relay_latency
+        buckets, bounds = latency.counts, LATENCY_BOUNDS
+        clock = time.perf_counter
+        mask = LATENCY_SAMPLE - 1
         async for message in ws:
             kind = message.type
             if kind is not text and kind is not binary:
                 continue
-            self.frames += 1
+            received.frames += 1
+            timed = not received.frames & mask
+            if timed:
+                started = clock()
             actions = handle(message.data)
             if inline:
                 await self.runner.apply_inline(actions)
             elif len(actions) == 1 and type(action := actions[0]) is Send:
-                action.peer.put(action.data)
+                if action.peer.put(action.data) and timed:
+                    elapsed = clock() - started
+                    buckets[bisect_left(bounds, elapsed)] += 1
+                    latency.total += elapsed
             elif actions:
                 apply(actions)
             if timers.dirty:
@@ -234,12 +255,17 @@ class HubServer:
             self._timer.reschedule()
 
     def _slow_consumer(self, outbox: Outbox, why: dict[str, Any]) -> None:
-        self.slow_consumers += 1
+        self.metrics.slow_consumer()
         if self._observer is not None:
             self._observer("slow_consumer", peer=outbox.name, **why)
         log.warning("closing slow consumer %s: %s", outbox.name, why)
 
     # --- plain HTTP --------------------------------------------------------
+
+    def _refuse(self, refusal: Refusal) -> web.Response:
+        """An upgrade refused before any WebSocket exists (counted for /metrics)."""
+        self.metrics.refused_upgrade(refusal.status, refusal.code)
+        return _refuse(refusal)
 
     def _client_user(self, request: web.Request) -> str | Refusal:
         return admit_client(self.store, _bearer(request))
@@ -309,18 +335,8 @@ class HubServer:
         return web.json_response({"ok": True, "agents": len(self.core.agents)})
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        owners = sum(1 for s in self.core.sessions.values() if s.owner is not None)
-        lines = [
-            "# TYPE tetherbed_hub_agents gauge",
-            f"tetherbed_hub_agents {len(self.core.agents)}",
-            "# TYPE tetherbed_hub_sessions_owned gauge",
-            f"tetherbed_hub_sessions_owned {owners}",
-            "# TYPE tetherbed_hub_frames_total counter",
-            f"tetherbed_hub_frames_total {self.frames}",
-            "# TYPE tetherbed_hub_slow_consumers_total counter",
-            f"tetherbed_hub_slow_consumers_total {self.slow_consumers}",
-        ]
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+        """Prometheus text format (hub/metrics.py); no token needed."""
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     # --- plumbing ----------------------------------------------------------
 
@@ -374,7 +390,13 @@ class HubServer:
 
         peer = request.remote or "?"
         outbox = self.outboxes.open(
-            f"{kind}@{peer}", write, close, abort, write_now=write_now, buffered=buffered
+            f"{kind}@{peer}",
+            write,
+            close,
+            abort,
+            write_now=write_now,
+            buffered=buffered,
+            counter=self.metrics.sent["agent" if kind == "agent" else "client"],
         )
         self._sockets[ws] = outbox
         return ws, outbox

@@ -245,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the fault proxy (Toxiproxy-compatible HTTP API plus WebSocket-aware faults)",
         add_help=False,
     )
+    commands.add_parser(
+        "load",
+        help="Locust load tests against a hub: relay, storm, takeover, video (docs/load.md)",
+        add_help=False,
+    )
     return parser
 
 
@@ -340,6 +345,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tetherbed.simulator.proxy.cli import main as proxy_main
 
         return proxy_main([*level, *rest[1:]])
+    if rest[:1] == ["load"]:
+        from tetherbed.load.cli import main as load_main
+
+        return load_main(rest[1:])
     if rest[:1] == ["llm-server"]:
         from tetherbed.simulator.peripherals.llm_server.server import main as llm_server_main
 

@@ -197,7 +197,7 @@ async def _slow_consumers(hub: RunningHub, *, at_least: int, within: float) -> i
         while True:
             metrics = await (await http.get(f"http://{hub.host}:{hub.port}/metrics")).text()
             line = next(x for x in metrics.splitlines() if x.startswith("tetherbed_hub_slow_"))
-            count = int(line.rsplit(" ", 1)[1])
+            count = int(float(line.rsplit(" ", 1)[1]))  # Prometheus text: "1.0"
             if count >= at_least or time.monotonic() > deadline:
                 return count
             await asyncio.sleep(0.1)

@@ -1,0 +1,1 @@
+"""What a run produced, read back: timeline, stages, knee, recording, plot, summary."""

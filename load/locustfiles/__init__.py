@@ -1,0 +1,1 @@
+"""Locustfiles, one per profile; `tetherbed load PROFILE` runs them (docs/load.md)."""
