@@ -72,6 +72,8 @@ class RecordedSocket:
     channel: str
     received: list[Frame] = field(default_factory=list)
     ending: Ending | None = None
+    #: Called with every frame as it arrives (a raw agent answers PINGs so).
+    on_frame: Callable[[Frame], None] | None = None
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _reader: asyncio.Task[None] | None = None
 
@@ -85,9 +87,12 @@ class RecordedSocket:
             async for message in self.ws:
                 parsed = _parse(message)
                 self.evidence.received(self.channel, message)
+                frame = Frame(self.evidence.now(), message, parsed)
                 async with self._changed:
-                    self.received.append(Frame(self.evidence.now(), message, parsed))
+                    self.received.append(frame)
                     self._changed.notify_all()
+                if self.on_frame is not None:
+                    self.on_frame(frame)
         except ConnectionClosed as exc:
             self._ended(exc)
         except Exception as exc:  # a transport error: the connection is gone all the same

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 import shutil
 import subprocess
@@ -135,7 +136,7 @@ class AgentContext(Context):
             "max_concurrent": max_concurrent,
             "protocol_version": protocol_version,
         }
-        argv = [*wrap, *target.argv(values)]
+        argv = [*wrap, *absolute_paths(target.argv(values))]
         environment = target.environment(values)
         environment[SECRET_VARIABLE] = self.secret
         environment.update(self.environment.extra_env)
@@ -250,6 +251,10 @@ class AgentEnvironment:
         }
 
     async def start(self) -> None:
+        for target in (self.agent, self.control):
+            program = (target.command or ("",))[0] if target is not None else None
+            if program and not _findable(program):
+                raise TargetUnavailable(f"cannot find the agent's program {program!r}")
         self._base = Path(tempfile.mkdtemp(prefix="tetherbed-conform-agent-"))
         display = self._display
         if self._want_xvfb:
@@ -290,6 +295,21 @@ class AgentEnvironment:
         finally:
             await context.close()
             await asyncio.to_thread(workspace.remove)
+
+
+def absolute_paths(argv: list[str]) -> list[str]:
+    """Relative paths in the command (`./my-shim`, `venv/bin/python x.py`) are taken from
+    where conform runs; the agent itself starts in its case's folder."""
+    return [
+        os.path.abspath(part)
+        if "/" in part and not part.startswith(("/", "-")) and os.path.exists(part)
+        else part
+        for part in argv
+    ]
+
+
+def _findable(program: str) -> bool:
+    return shutil.which(program) is not None or Path(program).is_file()
 
 
 def _unshare_works() -> bool:
