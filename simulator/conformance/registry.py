@@ -21,7 +21,7 @@ from tetherbed.simulator.conformance.case import Case, Check
 from tetherbed.simulator.conformance.levels import Level
 
 #: Case ids: a spec prefix and words joined by dashes (LE-files-read-crlf).
-ID_PATTERN = re.compile(r"^[A-Z]{2,4}-[a-z0-9]+(-[a-z0-9]+)+$")
+ID_PATTERN = re.compile(r"^[A-Z]{2,4}(-[a-z0-9]+)+$")
 
 
 @dataclass(frozen=True, slots=True)
