@@ -9,13 +9,16 @@ CLIPBOARD_CONCEALED, FILE_TOO_LARGE. The agent needs a display (--xvfb or
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import struct
+import sys
 
 from tetherbed.simulator.conformance.agent.answers import quote, require_error, require_type
 from tetherbed.simulator.conformance.agent.environment import AgentContext
 from tetherbed.simulator.conformance.agent.platform import AckPolicy, AgentConnection
 from tetherbed.simulator.conformance.levels import Level
+from tetherbed.simulator.conformance.processes import CaseProcess
 from tetherbed.simulator.conformance.registry import case
 
 SECTION = "Computer Use"
@@ -218,16 +221,40 @@ async def display_info(ctx: AgentContext) -> None:
 )
 async def windows(ctx: AgentContext) -> None:
     conn = await desktop(ctx)
+    await _a_window(ctx)
     got = require_type(
         await conn.request("WINDOW_LIST_REQUEST", {}), "WINDOW_LIST_RESPONSE", "window list"
     )
     ids = [w.get("window_id") for w in got.get("windows") or []]
+    if not ids:
+        ctx.no_evidence("no window is listed, not even the one the case opened")
     bad = [i for i in ids if not str(i).startswith("win_")]
     ctx.require(not bad, f"window ids not minted as win_...: {bad[:3]}")
     stale = await conn.request(
         "WINDOW_FOCUS", {"window_id": "win_00000000-0000-4000-8000-000000000000"}
     )
     require_error(stale, "WINDOW_STALE", "focusing a window that does not exist")
+
+
+async def _a_window(ctx: AgentContext) -> None:
+    """Open a window on the agent's display (the probe app) so there is one to list."""
+    events = ctx.workspace.logs / "probe-events.jsonl"
+    probe = CaseProcess(
+        "probe-window",
+        [sys.executable, "-m", "tetherbed.simulator.peripherals.probe_app", "--events",
+         str(events), "--geometry", "320x200+40+40"],
+        env=dict(ctx.environment.extra_env),
+        log=ctx.workspace.logs / "probe.log",
+        evidence=ctx.evidence,
+    )  # fmt: skip
+    ctx.processes.append(probe)
+    for _ in range(200):
+        if events.exists() and '"ready"' in events.read_text(encoding="utf-8", errors="replace"):
+            return
+        if probe.returncode is not None:
+            break
+        await asyncio.sleep(0.1)
+    ctx.no_evidence("the probe window did not come up on the agent's display")
 
 
 @case(
