@@ -13,7 +13,7 @@ DEBIAN_PACKAGES := xvfb socat xdotool x11-utils ffmpeg scrot imagemagick chromiu
 # How many pytest-xdist workers; the machines this runs on have two cores.
 WORKERS ?= auto
 
-.PHONY: demo test lint system-deps venv bench clean images
+.PHONY: demo test lint system-deps venv bench clean images conform-defects
 
 demo: venv
 	$(PY) -m tetherbed demo
@@ -30,6 +30,11 @@ bench: venv system-deps
 	$(PY) bench/relay.py
 	$(PY) bench/screenshot.py
 	$(PY) bench/video.py
+
+# Every planted defect against its whole conformance suite (long; `make test`
+# runs each against the families it can touch).
+conform-defects: venv system-deps
+	$(PY) -m tests.conformance.full_defects
 
 # Registry-free Docker images (compose/README.md); a warm tree builds nothing.
 images: venv

@@ -4,7 +4,7 @@
 with a deliberate departure from crossdesk-automation/1:
 
 - `accept_unknown_fields`: fields the protocol does not name are ignored.
-- `display_range_unchecked`: `display` takes any index up to 255.
+- `max_edge_unchecked`: `screenshot` takes a max_edge up to 4096.
 - `operation_cache_ignores_arguments`: an operation id reused with other
   arguments returns the first result instead of conflicting.
 - `observations_survive_generation`: a display change leaves old observations
@@ -25,7 +25,7 @@ from tetherbed.agent.native.tickets import Grant, TicketBook
 NATIVE_DEFECTS = frozenset(
     {
         "accept_unknown_fields",
-        "display_range_unchecked",
+        "max_edge_unchecked",
         "operation_cache_ignores_arguments",
         "observations_survive_generation",
         "blocked_pipe_never_exits",

@@ -85,7 +85,7 @@ def _parse_args(
             region.finish()
         else:
             args["region"] = None
-        _wait_args(f, args, 2048)
+        _wait_args(f, args, 4096 if "max_edge_unchecked" in defects else 2048)
     elif method == "preview":
         _wait_args(f, args, 960)
     elif method == "video_open":
@@ -109,7 +109,7 @@ def _parse_args(
     elif method == "viewer_control":
         args["operation"] = f.choice("operation", ("pause", "resume", "disconnect"))
     elif method == "display":
-        args["index"] = f.int("index", 0, 255 if "display_range_unchecked" in defects else 63)
+        args["index"] = f.int("index", 0, 63)
     elif method == "cancel":
         args["request_id"] = f.int("request_id", 0, MAX_REQUEST_ID)
     return args, action

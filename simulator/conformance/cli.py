@@ -59,6 +59,9 @@ def build_parser(suite: registry.Suite) -> argparse.ArgumentParser:
     runs.add_argument("--case", action="append", default=[], help="run only this case (repeat)")
     runs.add_argument("--family", action="append", default=[], help="run only this family")
     runs.add_argument("-k", dest="keyword", help="run only cases whose id contains this")
+    runs.add_argument(
+        "--exclude", action="append", default=[], help="leave this case out (repeat)"
+    )
     runs.add_argument("--jobs", type=int, default=suite.concurrency, help="cases run at once")
     runs.add_argument("--list", action="store_true", help="list the cases and exit")
     runs.add_argument("--list-profiles", action="store_true", help="list the ambiguities")
@@ -99,6 +102,11 @@ def select(cases: list[Case], args: argparse.Namespace) -> list[Case]:
         chosen = [c for c in chosen if c.family in args.family]
     if args.keyword:
         chosen = [c for c in chosen if args.keyword in c.id]
+    if args.exclude:
+        missing = sorted(set(args.exclude) - {c.id for c in cases})
+        if missing:
+            raise ValueError(f"no such case: {', '.join(missing)}")
+        chosen = [c for c in chosen if c.id not in args.exclude]
     return chosen
 
 

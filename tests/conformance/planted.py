@@ -1,0 +1,217 @@
+"""Every planted defect, how to switch it on, and the cases it must fail (or warn).
+
+One table for the test that runs in `make test` (each defect against the
+families it can touch: `families`) and for `make conform-defects` (each
+against its whole suite): both must see exactly `fails` and `warns`.
+docs/conformance.md shows the same table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tests.conformance.harness import AGENT, CONTROL, NATIVE, with_flags
+
+
+@dataclass(frozen=True)
+class Planted:
+    name: str
+    suite: str
+    #: How it is switched on, for the table.
+    switch: str
+    fails: frozenset[str]
+    warns: frozenset[str] = frozenset()
+    #: The families of the suite the defect can touch (make test runs only these).
+    families: tuple[str, ...] = ()
+    #: Arguments before `--` (target options) and the command after it.
+    args: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    #: Cases of those families left out in make test: long timers it cannot touch.
+    exclude: tuple[str, ...] = field(default=())
+
+
+def agent(name: str, fails: set[str], families: tuple[str, ...], *, display: bool = False,
+          exclude: tuple[str, ...] = (), flags: tuple[str, ...] = ()) -> Planted:  # fmt: skip
+    flags = flags or ("--defect", name)
+    args = ("--control-command", " ".join(with_flags(CONTROL, *flags)))
+    if display:
+        args = ("--xvfb", *args)
+    return Planted(
+        name, "agent", f"tetherbed agent {' '.join(flags)}", frozenset(fails),
+        families=families, args=args, command=tuple(with_flags(AGENT, *flags)), exclude=exclude,
+    )  # fmt: skip
+
+
+def hub(name: str, fails: set[str], families: tuple[str, ...], *, warns: set[str] | None = None,
+        flag: str | None = None) -> Planted:  # fmt: skip
+    hub_flag = flag or f"--defect={name}"
+    return Planted(
+        name, "hub", f"tetherbed hub {hub_flag}", frozenset(fails), frozenset(warns or ()),
+        families=families, args=(f"--hub-arg={hub_flag}",),
+    )  # fmt: skip
+
+
+def native(name: str, fails: set[str], families: tuple[str, ...]) -> Planted:
+    return Planted(
+        name, "native", f"tetherbed native --defect {name}", frozenset(fails),
+        families=families, command=tuple(with_flags(NATIVE, "--defect", name)),
+    )  # fmt: skip
+
+
+#: Long waits in the agent's families that only a defect of their own can fail.
+SLOW_AGENT = ("LE-status-cadence", "LE-reconnect-backoff", "LE-reconnect-backoff-reset")
+
+PLANTED: list[Planted] = []
+
+PLANTED += [
+    agent("crlf_read", {"LE-files-read-crlf", "LE-files-write-text"}, ("files",)),
+    agent(
+        "jail_skips_symlinks",
+        {
+            "LE-files-stat-symlink",
+            "LE-jail-create-parents-symlink",
+            "LE-jail-symlink-out-delete",
+            "LE-jail-symlink-out-move",
+            "LE-jail-symlink-out-read",
+            "LE-jail-symlink-out-stat",
+            "LE-jail-symlink-out-write",
+        },
+        ("files", "jail"),
+    ),
+    agent("leak_environment", {"LE-shell-env-no-leak"}, ("shell",)),
+    agent(
+        "timeout_kills_shell_only", {"LE-shell-timeout", "LE-shell-timeout-kills-group"}, ("shell",)
+    ),
+    agent("raw_window_ids", {"LE-cu-windows"}, ("computer_use",), display=True),
+    agent(
+        "reconnect_after_4427",
+        {"LE-close-4427-no-reconnect", "LE-close-4427-newcomer-no-reconnect"},
+        ("connection",),
+        exclude=SLOW_AGENT[1:],
+    ),
+    agent("no_status_edge", {"LE-status-edge"}, ("capacity",), exclude=SLOW_AGENT[:1]),
+    agent(
+        "ignore_grants",
+        {"LE-hello-grants-enforced", "LE-cu-not-granted"},
+        ("hello", "computer_use"),
+        display=True,
+    ),
+    agent("control_refs_survive_reconnect", {"LE-control-refs-die-on-reconnect"}, ("control",)),
+    agent(
+        "ignore_fatal_close",
+        {
+            "LE-close-4427-newcomer-no-reconnect",
+            "LE-close-4427-no-reconnect",
+            "LE-close-4428-no-reconnect",
+            "LE-close-4429-no-reconnect-while-down",
+            "LE-control-ack-checked",
+            "LE-revoked-no-reconnect",
+            "LE-revoked-unknown-reason",
+            "LE-version-4426-no-reconnect",
+        },
+        ("connection", "control", "hello"),
+        exclude=SLOW_AGENT[1:],
+    ),
+    agent(
+        "reconnect_immediately",
+        {
+            "LE-close-1000-reconnect",
+            "LE-close-1011-reconnect",
+            "LE-close-dropped-reconnect",
+            "LE-close-ping-timeout-reconnect",
+            "LE-reconnect-backoff",
+        },
+        ("connection",),
+        exclude=SLOW_AGENT[2:],
+    ),
+    agent(
+        "lose_writes",
+        {
+            "LE-files-move-cross-device",
+            "LE-files-write-base64",
+            "LE-files-write-create-parents",
+            "LE-files-write-missing-parent",
+            "LE-files-write-overwrite",
+            "LE-files-write-text",
+            "LE-files-write-too-large",
+            "LE-jail-create-parents-outside",
+            "LE-jail-create-parents-symlink",
+            "LE-jail-long-name",
+            "LE-jail-symlink-out-write",
+        },
+        ("files", "jail"),
+    ),
+]
+
+PLANTED += [
+    hub("grant_unadvertised", {"LE-hub-ack-granted-subset"}, ("handshake",)),
+    hub(
+        "no_ping",
+        {"LE-hub-ping-cadence", "LE-hub-ping-format", "LE-hub-pong-missed-drop"},
+        ("keepalive", "requests"),
+    ),
+    hub("ignore_capacity", set(), ("requests",), warns={"LE-hub-capacity-aware"}),
+    hub(
+        "agent_auth_skipped",
+        {"LE-hub-auth-required"},
+        ("tenancy", "ownership"),
+        warns={"LE-hub-revoke-reconnect-refused"},
+    ),
+    hub("retry_non_idempotent", {"LE-hub-retry-non-idempotent"}, ("retry",)),
+    hub(
+        "orphan_on_disconnect",
+        {"LE-hub-answer-agent-drops", "LE-hub-retry-answered-once"},
+        ("requests", "retry"),
+    ),
+    hub("shared_ids", {"LE-hub-ids-not-crossed"}, ("requests",)),
+    # A relay-performance defect the spec has no rule for: it fails no case
+    # (the simulator's head-of-line scenario catches it).
+    hub("head_of_line", set(), ("requests", "keepalive")),
+    hub(
+        "last-write-wins",
+        {"LE-own-4427-different-machine", "LE-own-4427-same-machine"},
+        ("ownership",),
+        flag="--ownership=last-write-wins",
+    ),
+    # The other reading of 4427: a failure under the default profile only
+    # (under `--profile ownership-4427=evict-old` every case passes).
+    hub(
+        "evict-old",
+        {"LE-own-4427-different-machine"},
+        ("ownership",),
+        flag="--ownership=evict-old",
+    ),
+]
+
+PLANTED += [
+    native(
+        "accept_unknown_fields",
+        {"CD-envelope-unknown-field", "CD-action-arguments", "CD-preview-image"},
+        ("envelope", "methods"),
+    ),
+    native("max_edge_unchecked", {"CD-screenshot-arguments"}, ("methods",)),
+    native("operation_cache_ignores_arguments", {"CD-ops-conflict"}, ("operations",)),
+    native(
+        "observations_survive_generation",
+        {"CD-obs-generation-change", "CD-obs-expiry"},
+        ("observations",),
+    ),
+    native("blocked_pipe_never_exits", {"CD-output-blocked-pipe"}, ("output",)),
+    native("ticket_reusable", {"CD-video-ticket-once"}, ("video",)),
+]
+
+PLANTED += [
+    # Not a defect switch but the profile that imitates the public reference
+    # shim, which drops without an answer a frame its strict models refuse.
+    agent(
+        "strict-wire",
+        {
+            "LE-envelope-unknown-payload-field",
+            "LE-envelope-unknown-envelope-field",
+            "LE-envelope-mistyped-field",
+            "LE-envelope-unknown-type",
+        },
+        ("envelope",),
+        flags=("--strict-wire",),
+    ),
+]
