@@ -436,8 +436,11 @@ class Adapter:
             if self._capture_loop is not None:
                 self._capture_loop.kick()
             event = self._frame_event
+            # asyncio.timeout, not wait_for: on 3.11 wait_for loses a cancel (the
+            # `cancel` method) that lands as a frame sets the event.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), min(remaining, 0.1))
+                async with asyncio.timeout(min(remaining, 0.1)):
+                    await event.wait()
 
     def _require_current(self, picture: Picture) -> None:
         if (
