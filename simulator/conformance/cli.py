@@ -59,9 +59,7 @@ def build_parser(suite: registry.Suite) -> argparse.ArgumentParser:
     runs.add_argument("--case", action="append", default=[], help="run only this case (repeat)")
     runs.add_argument("--family", action="append", default=[], help="run only this family")
     runs.add_argument("-k", dest="keyword", help="run only cases whose id contains this")
-    runs.add_argument(
-        "--exclude", action="append", default=[], help="leave this case out (repeat)"
-    )
+    runs.add_argument("--exclude", action="append", default=[], help="leave this case out (repeat)")
     runs.add_argument("--jobs", type=int, default=suite.concurrency, help="cases run at once")
     runs.add_argument("--list", action="store_true", help="list the cases and exit")
     runs.add_argument("--list-profiles", action="store_true", help="list the ambiguities")

@@ -168,7 +168,8 @@ class RecordedSocket:
                 if left <= 0 or self.ending is not None:
                     return None
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), left)
+                    async with asyncio.timeout(left):
+                        await self._changed.wait()
 
     async def wait_closed(self, timeout: float) -> Ending | None:
         deadline = time.monotonic() + timeout
@@ -178,7 +179,8 @@ class RecordedSocket:
                 if left <= 0:
                     return None
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), left)
+                    async with asyncio.timeout(left):
+                        await self._changed.wait()
         return self.ending
 
     def frames(self, predicate: Callable[[Frame], bool], *, after: float = -1.0) -> list[Frame]:

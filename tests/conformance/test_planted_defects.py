@@ -20,6 +20,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 
 def selection(planted: Planted) -> list[str]:
+    if planted.cases:
+        return [arg for case_id in planted.cases for arg in ("--case", case_id)]
     args = [arg for family in planted.families for arg in ("--family", family)]
     args += [arg for case_id in planted.exclude for arg in ("--exclude", case_id)]
     return args
@@ -34,9 +36,12 @@ def check(planted: Planted, tmp_path: Path, *extra: str) -> None:
         tmp=tmp_path,
     )
     assert not report.ids("error", "unknown"), report.ids("error", "unknown")
-    assert report.ids("fail") == planted.fails
-    assert report.ids("warn") == planted.warns
-    assert report.exit_code == (1 if planted.fails else 0)
+    fails, warns = planted.expected(frozenset(c["id"] for c in report.data["cases"]))
+    if planted.fails:
+        assert fails, f"the selection runs none of {sorted(planted.fails)}"
+    assert report.ids("fail") == fails
+    assert report.ids("warn") == warns
+    assert report.exit_code == (1 if fails else 0)
 
 
 @pytest.mark.parametrize("planted", PLANTED, ids=lambda p: f"{p.suite}-{p.name}")

@@ -193,7 +193,7 @@ async def over_limit(ctx: AgentContext) -> None:
 # --- close codes ------------------------------------------------------------------------
 
 
-async def _reconnects_after(ctx: AgentContext, close) -> None:  # type: ignore[no-untyped-def]
+async def _reconnects_after(ctx: AgentContext, close, *, timed: bool = True) -> None:  # type: ignore[no-untyped-def]
     conn = await ctx.connect()
     await close(conn)
     ended = await conn.socket.wait_closed(5)
@@ -204,6 +204,8 @@ async def _reconnects_after(ctx: AgentContext, close) -> None:  # type: ignore[n
     attempt = ctx.platform.attempts_after(ended.t)[0]
     delay = attempt.t - ended.t
     ctx.observe(f"reconnected after {delay:.2f} s")
+    if not timed:
+        return
     low, _ = SCHEDULE.bounds(0)
     ctx.require(delay >= low - SLACK, f"reconnected after {delay:.2f} s, before the base {low:g} s")
     ctx.require(delay <= SCHEDULE.bounds(1)[1] + SLACK, f"reconnected only after {delay:.1f} s")
@@ -240,12 +242,12 @@ async def _abort(conn: AgentConnection) -> None:
     "LE-close-dropped-reconnect",
     level=Level.MUST,
     section=f"{RECONNECTION}",
-    rule="After the connection drops without a Close (a network cut) the shim reconnects with "
-    "backoff.",
+    rule="After the connection drops without a Close (a network cut) the shim reconnects (when "
+    "it learns of the drop is up to its TCP stack, so the delay is not judged here).",
     timeout=40,
 )
 async def reconnect_dropped(ctx: AgentContext) -> None:
-    await _reconnects_after(ctx, _abort)
+    await _reconnects_after(ctx, _abort, timed=False)
 
 
 async def _no_reconnect_after(ctx: AgentContext, code: int, *, with_ack: bool = True) -> None:

@@ -302,7 +302,8 @@ class ScriptedPlatform:
                 if left <= 0:
                     return None
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), min(left, 0.5))
+                    async with asyncio.timeout(min(left, 0.5)):
+                        await self._changed.wait()
 
     def attempts_after(self, t: float) -> list[Attempt]:
         return [a for a in self.attempts if a.t > t]

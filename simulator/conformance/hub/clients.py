@@ -102,7 +102,8 @@ class RecordedClient:
                 if left <= 0 or self.lost is not None:
                     return None
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), left)
+                    async with asyncio.timeout(left):
+                        await self._changed.wait()
 
     async def answer_to(self, request_id: str, timeout: float) -> Received | None:
         return await self.wait_for(

@@ -186,7 +186,8 @@ class NativePeer:
                 if left <= 0 or self.eof:
                     return None
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), left)
+                    async with asyncio.timeout(left):
+                        await self._changed.wait()
 
     async def response(self, request_id: Any, timeout: float = ANSWER_WAIT) -> Line | None:
         return await self.wait_for(lambda line: line.id == request_id, timeout)
