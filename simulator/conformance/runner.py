@@ -5,8 +5,9 @@ own agent process and scripted platform, its own sessions on the hub, its own
 adapter process — so one case's target state never leaks into another's.
 Cases that hold a shared resource (`locks`, e.g. the one X display) take it
 in turn; cases marked `last` run alone after all others (they stop the
-target). A case's verdict comes only from its check: a departure at its
-level, not applicable, no evidence, or the test bed's own error.
+target). The cases that may wait longest start first. A case's verdict comes
+only from its check: a departure at its level, not applicable, no evidence,
+or the test bed's own error.
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ async def run_cases(
         if on_result is not None:
             on_result(result)
 
-    first = [c for c in cases if not c.last]
+    # The longest first (a case's timeout says how long it may wait on the
+    # spec's own timers): the run then ends soon after its longest case.
+    first = sorted((c for c in cases if not c.last), key=lambda c: -c.timeout)
     await asyncio.gather(*(one(c) for c in first))
     for case in (c for c in cases if c.last):
         await one(case)

@@ -52,11 +52,11 @@ def agent(name: str, fails: set[str], families: tuple[str, ...], *, display: boo
 
 
 def hub(name: str, fails: set[str], families: tuple[str, ...], *, warns: set[str] | None = None,
-        flag: str | None = None) -> Planted:  # fmt: skip
+        flag: str | None = None, cases: tuple[str, ...] = ()) -> Planted:  # fmt: skip
     hub_flag = flag or f"--defect={name}"
     return Planted(
         name, "hub", f"tetherbed hub {hub_flag}", frozenset(fails), frozenset(warns or ()),
-        families=families, args=(f"--hub-arg={hub_flag}",),
+        families=families, args=(f"--hub-arg={hub_flag}",), cases=cases,
     )  # fmt: skip
 
 
@@ -91,7 +91,16 @@ PLANTED += [
     ),
     agent("leak_environment", {"LE-shell-env-no-leak"}, ("shell",)),
     agent(
-        "timeout_kills_shell_only", {"LE-shell-timeout", "LE-shell-timeout-kills-group"}, ("shell",)
+        "timeout_kills_shell_only",
+        {"LE-shell-timeout", "LE-shell-timeout-kills-group"},
+        ("shell",),
+        cases=(
+            "LE-shell-timeout",
+            "LE-shell-timeout-kills-group",
+            "LE-shell-timeout-promptness",
+            "LE-shell-command",
+            "LE-shell-timeout-capped",
+        ),
     ),
     agent(
         "raw_window_ids",
@@ -137,7 +146,19 @@ PLANTED += [
             "LE-version-4426-no-reconnect",
         },
         ("connection", "control", "hello"),
-        exclude=SLOW_AGENT[1:],
+        cases=(
+            "LE-close-4427-newcomer-no-reconnect",
+            "LE-close-4427-no-reconnect",
+            "LE-close-4428-no-reconnect",
+            "LE-close-4429-no-reconnect-while-down",
+            "LE-control-ack-checked",
+            "LE-revoked-no-reconnect",
+            "LE-revoked-unknown-reason",
+            "LE-version-4426-no-reconnect",
+            "LE-close-1011-reconnect",
+            "LE-revoked-closes",
+            "LE-control-hello",
+        ),
     ),
     agent(
         "reconnect_immediately",
@@ -192,12 +213,17 @@ PLANTED += [
     hub("shared_ids", {"LE-hub-ids-not-crossed"}, ("requests",)),
     # A relay-performance defect the spec has no rule for: it fails no case
     # (the simulator's head-of-line scenario catches it).
-    hub("head_of_line", set(), ("requests", "keepalive")),
+    hub("head_of_line", set(), ("requests",)),
     hub(
         "last-write-wins",
         {"LE-own-4427-different-machine", "LE-own-4427-same-machine"},
         ("ownership",),
         flag="--ownership=last-write-wins",
+        cases=(
+            "LE-own-4427-different-machine",
+            "LE-own-4427-same-machine",
+            "LE-own-explicit-disconnect-releases",
+        ),
     ),
     # The other reading of 4427: a failure under the default profile only
     # (under `--profile ownership-4427=evict-old` every case passes).
@@ -206,6 +232,11 @@ PLANTED += [
         {"LE-own-4427-different-machine"},
         ("ownership",),
         flag="--ownership=evict-old",
+        cases=(
+            "LE-own-4427-different-machine",
+            "LE-own-4427-same-machine",
+            "LE-own-explicit-disconnect-releases",
+        ),
     ),
 ]
 
@@ -214,8 +245,20 @@ PLANTED += [
         "accept_unknown_fields",
         {"CD-envelope-unknown-field", "CD-action-arguments", "CD-preview-image"},
         ("envelope", "methods"),
+        cases=(
+            "CD-envelope-unknown-field",
+            "CD-action-arguments",
+            "CD-preview-image",
+            "CD-envelope-hello",
+            "CD-connect-arguments",
+        ),
     ),
-    native("max_edge_unchecked", {"CD-screenshot-arguments"}, ("methods",)),
+    native(
+        "max_edge_unchecked",
+        {"CD-screenshot-arguments"},
+        ("methods",),
+        cases=("CD-screenshot-arguments", "CD-screenshot-image", "CD-preview-image"),
+    ),
     native("operation_cache_ignores_arguments", {"CD-ops-conflict"}, ("operations",)),
     native(
         "observations_survive_generation",

@@ -67,8 +67,10 @@ def test_an_expected_failure_does_not_fail_the_run(tmp_path: Path) -> None:
     report = conform(
         "agent",
         *planted.args,
-        "--family",
-        "shell",
+        "--case",
+        "LE-shell-env-no-leak",
+        "--case",
+        "LE-shell-cwd",
         "--expect-fail",
         str(expected),
         command=list(planted.command),
@@ -85,8 +87,10 @@ def test_evict_old_passes_under_its_own_profile(tmp_path: Path) -> None:
         "--hub-arg=--ownership=evict-old",
         "--profile",
         "ownership-4427=evict-old",
-        "--family",
-        "ownership",
+        "--case",
+        "LE-own-4427-different-machine",
+        "--case",
+        "LE-own-4427-same-machine",
         tmp=tmp_path,
     )
     assert report.exit_code == 0 and not report.ids("fail", "error"), report.output[-2000:]

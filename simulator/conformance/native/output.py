@@ -32,9 +32,10 @@ async def blocked_pipe(ctx: NativeContext) -> None:
         line = f'{{"id":{1_000_000 + number},"method":"status"}}\n'.encode()
         if not await peer.send_raw(line, timeout=0.5):
             break
-    code = await peer.wait_exit(crossdesk.BLOCKED_PIPE_SECONDS + 2 * SLACK + 10)
+    window = crossdesk.BLOCKED_PIPE_SECONDS + 2 * SLACK
+    code = await peer.wait_exit(window)
     if code is None:
-        ctx.depart("still running with its output blocked for 26 s")
+        ctx.depart(f"still running with its output blocked for {window:g} s")
     took = ctx.evidence.now() - stopped
     ctx.observe(f"exited with {code} {took:.1f} s after its stdout stopped being read")
     ctx.require(took >= crossdesk.BLOCKED_PIPE_SECONDS - SLACK, f"gave up after only {took:.1f} s")
