@@ -1,14 +1,15 @@
 """Every planted defect, how to switch it on, and the cases it must fail (or warn).
 
-One table for the test that runs in `make test` (each defect against the
-families it can touch: `families`) and for `make conform-defects` (each
-against its whole suite): both must see exactly `fails` and `warns`.
+One table for the test that runs in `make test` (each defect against a
+selection: `cases`, or its `families` less `exclude`) and for `make
+conform-defects` (each against its whole suite): both must see exactly
+`fails` and `warns` among the cases they run.
 docs/conformance.md shows the same table.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tests.conformance.harness import AGENT, CONTROL, NATIVE, with_flags
 
@@ -295,4 +296,30 @@ PLANTED += [
         ("envelope",),
         flags=("--strict-wire",),
     ),
+]
+
+#: The make-test selection of a defect that has none of its own: the cases it
+#: must fail or warn and, beside them, cases it must leave passing.
+NEIGHBOURS: dict[str, tuple[str, ...]] = {
+    "crlf_read": ("LE-files-read-text", "LE-files-read-base64"),
+    "jail_skips_symlinks": ("LE-jail-dotdot", "LE-jail-absolute-elsewhere", "LE-files-stat-file"),
+    "leak_environment": ("LE-shell-env-merge", "LE-shell-env-baseline"),
+    "reconnect_after_4427": ("LE-close-4428-no-reconnect", "LE-close-1011-reconnect"),
+    "ignore_grants": ("LE-hello-shell-opt-in", "LE-cu-screenshot-png"),
+    "control_refs_survive_reconnect": ("LE-control-browse-start", "LE-control-attach"),
+    "lose_writes": ("LE-files-read-text", "LE-files-delete"),
+    "grant_unadvertised": ("LE-hub-ack-same-id", "LE-hub-ack-control"),
+    "no_ping": ("LE-hub-answer-agent-stalled", "LE-hub-pong-kept"),
+    "ignore_capacity": ("LE-hub-relay-pipelined",),
+    "agent_auth_skipped": ("LE-hub-tenant-client",),
+    "retry_non_idempotent": ("LE-hub-retry-delete-missing-ok",),
+    "orphan_on_disconnect": ("LE-hub-relay-same-id", "LE-hub-answer-no-agent"),
+    "shared_ids": ("LE-hub-relay-same-id", "LE-hub-relay-pipelined"),
+    "head_of_line": ("LE-hub-relay-same-id", "LE-hub-relay-pipelined", "LE-hub-ids-not-crossed"),
+}
+PLANTED = [
+    replace(p, cases=tuple(sorted(p.fails | p.warns)) + NEIGHBOURS[p.name], exclude=())
+    if p.name in NEIGHBOURS and not p.cases
+    else p
+    for p in PLANTED
 ]

@@ -1,8 +1,9 @@
 """Each planted defect fails exactly the cases it should: the test asserts the ids.
 
-In `make test` each defect runs against the families of its suite it can
-touch (planted.py says which); `make conform-defects` runs each against the
-whole suite (tests/conformance/full_defects.py) and expects the same ids.
+In `make test` each defect runs against the cases it must fail and some
+neighbours it must leave passing (planted.py says which); `make
+conform-defects` runs each against the whole suite
+(tests/conformance/full_defects.py) and expects the same ids.
 """
 
 from __future__ import annotations
