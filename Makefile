@@ -13,7 +13,7 @@ DEBIAN_PACKAGES := xvfb socat xdotool x11-utils ffmpeg scrot imagemagick chromiu
 # How many pytest-xdist workers; the machines this runs on have two cores.
 WORKERS ?= auto
 
-.PHONY: demo test lint system-deps venv bench clean images conform-defects
+.PHONY: demo test lint system-deps venv bench clean images dsh-defects conform-defects
 
 demo: venv
 	$(PY) -m tetherbed demo
@@ -31,8 +31,13 @@ bench: venv system-deps
 	$(PY) bench/screenshot.py
 	$(PY) bench/video.py
 
+# The dsh hub's planted defects in the shipped dsh scenarios, on sim and on real
+# processes (`make test` runs the sim half).
+dsh-defects: venv
+	TETHERBED_DSH_DEFECT_BACKENDS=sim,process $(PY) -m pytest -n 2 tests/unit/simulator/test_dsh_defects.py
+
 # Every planted defect against its whole conformance suite (long; `make test`
-# runs each against the families it can touch).
+# runs each against the cases it must fail and some neighbours).
 conform-defects: venv system-deps
 	$(PY) -m tests.conformance.full_defects
 

@@ -92,6 +92,22 @@ class AgentConfig:
     audit_max_bytes: int = 10 * 1024 * 1024
     #: Serial ports to advertise (hardware_serial): (path, description).
     serial_ports: list[tuple[str, str]] = field(default_factory=list)
+    #: USB devices (hardware_usb): (vid, pid, description); GPIO lines
+    #: (hardware_gpio): (chip:line, description). Advertised; no I/O.
+    usb_devices: list[tuple[str, str, str]] = field(default_factory=list)
+    gpio_lines: list[tuple[str, str]] = field(default_factory=list)
+    #: Offer the serial I/O extension (`tetherbed.serial_io`) with the ports.
+    serial_io: bool = True
+    #: An Ollama-compatible backend (e.g. http://127.0.0.1:11434): probed at
+    #: every connection; its models are advertised as local_llm_models.
+    ollama_url: str | None = None
+    #: Advertise only these of the backend's models (empty: all of them).
+    ollama_models: list[str] = field(default_factory=list)
+    #: The longest wait for the backend's next line (the first includes loading).
+    ollama_timeout: float = 50.0
+    #: FILE_DELETE moves entries into this freedesktop.org Trash folder
+    #: (files/ and info/*.trashinfo) instead of unlinking them.
+    recycle_bin: str | None = None
     #: The X display computer use drives (default: $DISPLAY); "" turns it off.
     display: str | None = None
     #: Let CLIPBOARD_READ return what the agent itself wrote in the last 30 s.

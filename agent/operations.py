@@ -8,6 +8,7 @@ deterministic loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -15,14 +16,25 @@ from pathlib import Path
 
 from tetherbed.agent.computer_use.service import ComputerUse
 from tetherbed.agent.config import Limits
-from tetherbed.agent.files import FILE_OPERATIONS
+from tetherbed.agent.files import FILE_OPERATIONS, delete_path
+from tetherbed.agent.files.recycle_bin import RecycleBin
+from tetherbed.agent.hardware import SerialPorts
+from tetherbed.agent.local_llm import LocalLlm
+from tetherbed.agent.local_llm.service import Emit
 from tetherbed.agent.path_jail import PathJail
 from tetherbed.agent.shell import run_command
 from tetherbed.agent.temporaries import TemporaryLedger
 from tetherbed.runtime.clock import Clock
+from tetherbed.wire import serial_io
 from tetherbed.wire.codes import ErrorCode
 from tetherbed.wire.errors import ProtocolError
-from tetherbed.wire.messages import CommandResult, ExecuteCommand, MessageType, Payload
+from tetherbed.wire.messages import (
+    CommandResult,
+    ExecuteCommand,
+    LocalLlmCompletion,
+    MessageType,
+    Payload,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +54,9 @@ class DataOperations:
         shell: Callable[..., Awaitable[CommandResult]] = run_command,
         computer_use: ComputerUse | None = None,
         temporaries_dir: Path | None = None,
+        local_llm: LocalLlm | None = None,
+        recycle_bin: str | None = None,
+        serial_ports: SerialPorts | None = None,
     ) -> None:
         """`offload=False` and a `shell` interpreter keep everything on one
         virtual-time loop (the simulator); the defaults are the real thing.
@@ -59,6 +74,13 @@ class DataOperations:
         self._offload = offload
         self._shell = shell
         self.computer_use = computer_use
+        self.local_llm = local_llm
+        #: The serial extension's open ports (None: no serial ports here).
+        self.serial_ports = serial_ports
+        #: FILE_DELETE moves entries here instead of unlinking (--recycle-bin).
+        self.recycle_bin = (
+            RecycleBin(recycle_bin, root=self.jail.root, clock=clock) if recycle_bin else None
+        )
 
     @property
     def root(self) -> str:
@@ -67,15 +89,32 @@ class DataOperations:
     async def close(self) -> None:
         if self.computer_use is not None:
             await self.computer_use.close()
+        if self.local_llm is not None:
+            await self.local_llm.close()
         self.temporaries.close()
 
     async def on_disconnect(self) -> None:
-        """Input held down by a request must not outlive its connection."""
+        """Input held down, or a port opened, by a request must not outlive its connection."""
         if self.computer_use is not None:
             await self.computer_use.release_all()
+        if self.serial_ports is not None:
+            await self.serial_ports.close_all()
 
-    async def run(self, kind: MessageType, payload: Payload) -> Reply:
-        """Perform one request; raises ProtocolError with the spec's code."""
+    async def run(self, kind: MessageType, payload: Payload, emit: Emit | None = None) -> Reply:
+        """Perform one request; raises ProtocolError with the spec's code.
+
+        `emit` sends a streaming request's non-terminal frames (the chunks of
+        LOCAL_LLM_COMPLETION) before the answer this returns."""
+        if kind in serial_io.REQUESTS and self.serial_ports is not None:
+            return await self.serial_ports.run(kind, payload)  # type: ignore[return-value]
+        if kind is MessageType.LOCAL_LLM_COMPLETION:
+            assert isinstance(payload, LocalLlmCompletion)
+            if self.local_llm is None:  # never granted: the protocol refused it already
+                raise ProtocolError(ErrorCode.FEATURE_NOT_SUPPORTED, "no local LLM here")
+            response = await self.local_llm.complete(
+                payload, limits=self.limits, emit=emit or _drop
+            )
+            return MessageType.LOCAL_LLM_COMPLETION_RESPONSE, response
         if kind is MessageType.EXECUTE_COMMAND:
             assert isinstance(payload, ExecuteCommand)
             # The child starts in the directory object the jail checked, held
@@ -97,8 +136,14 @@ class DataOperations:
                 ErrorCode.FEATURE_NOT_SUPPORTED, f"this agent does not implement {kind}"
             )
         response_kind, operation = entry
+        if kind is MessageType.FILE_DELETE and self.recycle_bin is not None:
+            operation = functools.partial(delete_path, recycle_bin=self.recycle_bin)
         if self._offload:
             response = await asyncio.to_thread(operation, payload, self.jail, self.limits)
         else:
             response = operation(payload, self.jail, self.limits)
         return response_kind, response
+
+
+async def _drop(kind: MessageType, payload: Payload) -> None:
+    """Where chunks go when nobody streams them."""

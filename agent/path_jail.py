@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from tetherbed.agent.reserved_names import is_reserved
 from tetherbed.agent.temporaries import TemporaryLedger
 from tetherbed.wire.codes import ErrorCode, ExtensionCode
 from tetherbed.wire.errors import ProtocolError
@@ -353,6 +354,14 @@ class PathJail:
                 f"{wire_path}: a parent component is not a directory",
                 details={"path": wire_path},
             )
+        for component in (*walk.missing, os.path.basename(target)):
+            if is_reserved(component):
+                raise ProtocolError(
+                    ErrorCode.PATH_RESERVED_NAME,
+                    f"{wire_path}: {component!r} is a reserved device name on Windows "
+                    "(CON, PRN, AUX, NUL, COM1-9, LPT1-9); files are never created with one",
+                    details={"path": wire_path, "name": component},
+                )
         if not walk.missing:
             return CreateTarget(
                 wire_path=wire_path,

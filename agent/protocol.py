@@ -24,12 +24,14 @@ import logging
 from collections.abc import Callable
 from enum import Enum, auto
 
+import msgspec
+
 from tetherbed.agent.actions import Action, Close, Log, Ready, Revoked, Run, Send
 from tetherbed.agent.config import Limits
 from tetherbed.agent.exit_codes import AgentExit
 from tetherbed.agent.spec_codes import error_payload
 from tetherbed.runtime.clock import Clock
-from tetherbed.wire import catalog, strict
+from tetherbed.wire import catalog, serial_io, strict
 from tetherbed.wire.codes import CloseCode, ErrorCode, ExtensionCode
 from tetherbed.wire.envelope import (
     Envelope,
@@ -129,12 +131,13 @@ class AgentProtocol:
         """An operation failed with a typed error: answer ERROR and release its slot."""
         return self.complete(request_id, MessageType.ERROR, error_payload(error))
 
-    def emit(self, request_id: str, kind: MessageType, payload: Payload) -> list[Action]:
-        """A non-terminal frame of a streaming request, which keeps its slot.
+    def streaming(self, request_id: str) -> bool:
+        """Whether frames of this request can still go out (its connection lives)."""
+        return self.state is State.OPEN and request_id in self.in_flight
 
-        Nothing streams yet; the local LLM work sends LOCAL_LLM_COMPLETION_CHUNK
-        frames through this before the request's terminal answer.
-        """
+    def emit(self, request_id: str, kind: MessageType, payload: Payload) -> list[Action]:
+        """A non-terminal frame of a streaming request (a LOCAL_LLM_COMPLETION_CHUNK),
+        which keeps its slot and carries no pending_capacity: it is not a response."""
         if request_id not in self.in_flight or self.state is not State.OPEN:
             return []
         return [Send(self._encode(kind, request_id, payload, capacity=False))]
@@ -153,11 +156,20 @@ class AgentProtocol:
 
     # --- incoming ----------------------------------------------------------
 
+    def _negotiated_extension(self, data: bytes) -> bool:
+        """A request of an extension this connection negotiated: not the spec's
+        frame, so the strict profile does not judge it (its own decoder does)."""
+        return serial_io.CAPABILITY in self.granted and _frame_type(data) in serial_io.REQUESTS
+
     def receive(self, data: bytes) -> list[Action]:
         """One frame from the platform. Never raises on bad input."""
         if self.state is State.CLOSED:
             return []
-        if self._strict_wire and (refused := _strict_refusal(data)) is not None:
+        if (
+            self._strict_wire
+            and (refused := _strict_refusal(data)) is not None
+            and not self._negotiated_extension(data)
+        ):
             if self.state is State.AWAITING_ACK and _is_hello_ack(data):
                 return self._handshake_failed(f"strict profile refused the HELLO_ACK: {refused}")
             return [Log("warning", f"strict profile: dropped a frame without answer: {refused}")]
@@ -171,6 +183,8 @@ class AgentProtocol:
             envelope.version, self.version
         ):
             return [Log("error", f"dropped {envelope.type} frame with version {envelope.version}")]
+        if envelope.type in serial_io.REQUESTS and serial_io.CAPABILITY in self.granted:
+            return self._admit_extension(envelope)
         try:
             kind = MessageType(envelope.type)
         except ValueError:
@@ -305,29 +319,59 @@ class AgentProtocol:
                     request_id=request_id,
                 )
             )
-        if request_id in self.in_flight:
-            return self._reject(
-                ProtocolError(
-                    ExtensionCode.DUPLICATE_REQUEST_ID,
-                    f"request id {request_id!r} is already in flight",
-                    request_id=request_id,
-                )
-            )
-        if self.free_slots == 0:
-            return self._reject(
-                ProtocolError(
-                    ErrorCode.SHIM_OVERLOADED,
-                    f"{len(self.in_flight)} requests in flight, max_concurrent is "
-                    f"{self.limits.max_concurrent}",
-                    request_id=request_id,
-                )
-            )
+        refusal = self._slot_refusal(request_id)
+        if refusal is not None:
+            return self._reject(refusal)
         try:
             payload = decode_payload(envelope, kind)
         except WireError as exc:
             return self._reject(exc)
         self.in_flight.add(request_id)
         return [Run(request_id, kind, payload, envelope.payload)]
+
+    def _admit_extension(self, envelope: Envelope) -> list[Action]:
+        """A request of the serial extension, which this connection negotiated."""
+        request_id = envelope.id
+        if not request_id or self._control:
+            return self._reject(
+                ProtocolError(
+                    ExtensionCode.MESSAGE_NOT_ALLOWED,
+                    f"{envelope.type} needs an id and a data connection",
+                    request_id=request_id,
+                )
+            )
+        refusal = self._slot_refusal(request_id)
+        if refusal is not None:
+            return self._reject(refusal)
+        try:
+            payload = serial_io.decode_request(envelope.type, envelope.payload)
+        except (msgspec.MsgspecError, RecursionError) as exc:
+            return self._reject(
+                ProtocolError(
+                    ExtensionCode.INVALID_MESSAGE,
+                    f"invalid {envelope.type} payload: {exc}",
+                    request_id=request_id,
+                )
+            )
+        self.in_flight.add(request_id)
+        return [Run(request_id, envelope.type, payload, envelope.payload)]  # type: ignore[arg-type]
+
+    def _slot_refusal(self, request_id: str) -> ProtocolError | None:
+        """Why a request cannot take a slot now: its id is in use, or none is free."""
+        if request_id in self.in_flight:
+            return ProtocolError(
+                ExtensionCode.DUPLICATE_REQUEST_ID,
+                f"request id {request_id!r} is already in flight",
+                request_id=request_id,
+            )
+        if self.free_slots == 0:
+            return ProtocolError(
+                ErrorCode.SHIM_OVERLOADED,
+                f"{len(self.in_flight)} requests in flight, max_concurrent is "
+                f"{self.limits.max_concurrent}",
+                request_id=request_id,
+            )
+        return None
 
     def _reject(self, error: ProtocolError) -> list[Action]:
         """Answer a frame that was not admitted; it held no slot."""
@@ -362,6 +406,13 @@ class AgentProtocol:
             version=version,
             pending_capacity=self.free_slots if capacity else None,
         )
+
+
+def _frame_type(data: bytes) -> str | None:
+    try:
+        return decode_envelope(data).type
+    except WireError:
+        return None
 
 
 def _strict_refusal(data: bytes) -> str | None:

@@ -39,15 +39,18 @@ from tetherbed.agent.audit.sink import AuditSink, NullAuditSink
 from tetherbed.agent.backoff import Backoff
 from tetherbed.agent.config import AgentConfig, Limits
 from tetherbed.agent.exit_codes import AgentExit, exit_for_close
+from tetherbed.agent.hardware import HardwareConfig, SerialPorts
 from tetherbed.agent.hello import build_hello, default_machine_id
+from tetherbed.agent.local_llm.service import StreamAbandoned
 from tetherbed.agent.protocol import AgentProtocol
 from tetherbed.runtime.clock import Clock, SystemClock
 from tetherbed.runtime.event_log import EventLog, EventSink
 from tetherbed.runtime.transport import Connector, MessageTransport, TransportClosed, UpgradeRefused
 from tetherbed.wire.backoff import HEALTHY_AFTER_SECONDS
+from tetherbed.wire.catalog import STREAMING_REQUESTS
 from tetherbed.wire.codes import CloseCode, ErrorCode, is_fatal_close
 from tetherbed.wire.errors import ProtocolError
-from tetherbed.wire.messages import Ack, Capability, HardwareDevice, MessageType, Payload
+from tetherbed.wire.messages import Ack, Capability, MessageType, Payload
 
 log = logging.getLogger("tetherbed.agent")
 
@@ -102,6 +105,12 @@ class AgentRuntime:
         self.connector = connector
         self.backoff = Backoff(rng or random.Random())
         self.machine_id = config.machine_id or default_machine_id()
+        self.hardware = HardwareConfig(
+            serial_ports=tuple(config.serial_ports),
+            usb_devices=tuple(config.usb_devices),
+            gpio_lines=tuple(config.gpio_lines),
+            serial_io=config.serial_io,
+        )
         self._desktop: Any = None
         state_dir = Path(config.state_dir) if config.state_dir else default_state_dir()
         self.audit = audit or AuditSink(
@@ -130,6 +139,8 @@ class AgentRuntime:
         #: of the event loop's time).
         self._recording_events = events is not None
         self._attempts = 0
+        #: The local LLM's models, as probed for the current connection's HELLO.
+        self._llm_models: list[str] = []
         #: The most recent delays chosen between attempts, oldest first (bounded:
         #: an agent may run for months; the journal keeps every one).
         self.delays: collections.deque[float] = collections.deque(maxlen=256)
@@ -160,6 +171,22 @@ class AgentRuntime:
             clock=self.clock,
             computer_use=computer_use,
             temporaries_dir=state_dir / "temporaries",
+            local_llm=self._local_llm(),
+            recycle_bin=self.config.recycle_bin,
+            serial_ports=SerialPorts(self.hardware) if self.config.serial_ports else None,
+        )
+
+    def _local_llm(self) -> Any:
+        """The LLM backend given with --ollama-url, if any."""
+        if not self.config.ollama_url:
+            return None
+        from tetherbed.agent.local_llm import HttpOllama, LocalLlm
+
+        return LocalLlm(
+            HttpOllama(self.config.ollama_url),
+            clock=self.clock,
+            allowed_models=self.config.ollama_models,
+            idle_timeout=self.config.ollama_timeout,
         )
         return plant(operations, self.config.defects)
 
@@ -194,7 +221,11 @@ class AgentRuntime:
             caps.append(Capability.SHELL)
         if not self.control_mode and self._desktop is not None:
             caps.append(Capability.COMPUTER_USE)
-        if self.config.serial_ports:
+        if not self.control_mode and self._llm_models:
+            caps.append(Capability.LOCAL_LLM)
+        if not self.control_mode:
+            caps += self.hardware.capabilities()  # type: ignore[arg-type]
+        elif self.config.serial_ports:
             caps.append(Capability.HARDWARE_SERIAL)
         return caps
 
@@ -320,16 +351,18 @@ class AgentRuntime:
             on_connect = None
         if on_connect is not None:
             on_connect()  # every browse reference dies with the old connection
+        local_llm = getattr(self.operations, "local_llm", None)
+        if local_llm is not None and not self.control_mode:
+            # Every HELLO says what the backend has now (models come and go).
+            self._llm_models = await local_llm.probe()
         hello = build_hello(
             machine_id=self.machine_id,
             shim_version=self.config.shim_version,
             capabilities=self.capabilities(),
             allowed_root=self.config.root if not self.control_mode else None,
             protocol_version=self.config.protocol_version,
-            hardware_devices=[
-                HardwareDevice(type="serial", port=port, desc=desc)
-                for port, desc in self.config.serial_ports
-            ],
+            hardware_devices=self.hardware.devices(),
+            local_llm_models=self._llm_models,
             screen_resolution=self._desktop.screen_resolution if self._desktop else None,
             computer_use_features=self._desktop.features if self._desktop else None,
         )
@@ -441,7 +474,18 @@ class AgentRuntime:
         try:
             if "lose_writes" in self.config.defects and run.kind is MessageType.FILE_WRITE:
                 raise _LostWrite
-            kind, payload = await self.operations.run(run.kind, run.payload)
+            if run.kind in STREAMING_REQUESTS:
+
+                async def emit(kind: MessageType, payload: Payload) -> None:
+                    if not protocol.streaming(run.request_id):
+                        raise StreamAbandoned(f"{run.kind} {run.request_id}: connection gone")
+                    await self._perform(
+                        protocol.emit(run.request_id, kind, payload), protocol, transport, served
+                    )
+
+                kind, payload = await self.operations.run(run.kind, run.payload, emit=emit)
+            else:
+                kind, payload = await self.operations.run(run.kind, run.payload)
             actions = protocol.complete(run.request_id, kind, payload)
             if "no_status_edge" in self.config.defects:  # a planted defect
                 actions = actions[:1]
@@ -450,6 +494,10 @@ class AgentRuntime:
             actions = protocol.fail(run.request_id, exc)
         except _LostWrite:  # the lose_writes defect: acknowledge, write nothing
             actions = protocol.complete(run.request_id, MessageType.ACK, Ack(ok=True))
+        except (StreamAbandoned, TransportClosed):
+            # The connection its frames were for is gone: nobody can be answered.
+            self._audit_request(run, "abandoned")
+            return
         except asyncio.CancelledError:
             self._audit_request(run, "cancelled")
             raise

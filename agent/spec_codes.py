@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from msgspec import UNSET
 
-from tetherbed.wire import strict
+from tetherbed.wire import serial_io, strict
 from tetherbed.wire.codes import ErrorCode, ExtensionCode
 from tetherbed.wire.errors import ProtocolError
 
@@ -44,6 +44,10 @@ def spec_code(code: str) -> ErrorCode:
     """The spec code sent for `code` (itself when the spec names it)."""
     if code in _SPEC_CODES:
         return ErrorCode(code)
+    if code in serial_io.CODES:
+        # Only a peer that negotiated the serial extension ever asks for it,
+        # and that peer knows its codes.
+        return code  # type: ignore[return-value]
     return CLOSEST_SPEC_CODE.get(code, FALLBACK_SPEC_CODE)
 
 

@@ -59,6 +59,7 @@ from tetherbed.client.errors import (
     UnexpectedResponseError,
     error_from_code,
 )
+from tetherbed.client.local_llm import LocalLlm
 from tetherbed.client.models import (
     CommandResult,
     EntryInfo,
@@ -539,6 +540,7 @@ class HubSandbox(HubConnection):
         super().__init__(transport, session_id, **options)
         self.files = Files(self)
         self.commands = Commands(self)
+        self.llm = LocalLlm(self)
         self._root: asyncio.Future[str] | None = None
 
     async def session_info(self, *, request_timeout: float | None = None) -> SessionInfo:

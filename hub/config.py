@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from tetherbed.hub.dsh.config import DshConfig
-from tetherbed.wire import limits
+from tetherbed.wire import limits, serial_io
 from tetherbed.wire.messages import Capability
 from tetherbed.wire.version import CURRENT_TEXT
 
@@ -37,6 +37,8 @@ DEFAULT_GRANTS = frozenset(
         Capability.HARDWARE_SERIAL,
         Capability.HARDWARE_USB,
         Capability.HARDWARE_GPIO,
+        # Tetherbed's serial I/O extension (wire/serial_io.py), for agents that offer it.
+        serial_io.CAPABILITY,
     }
 )
 

@@ -49,7 +49,7 @@ from tetherbed.hub.request_policy import answer_budget, capacity_from, overload_
 from tetherbed.hub.retry import can_retry, prepare_retry
 from tetherbed.hub.timers import Timers
 from tetherbed.runtime.clock import Clock
-from tetherbed.wire import catalog
+from tetherbed.wire import catalog, serial_io
 from tetherbed.wire.codes import CloseCode, ErrorCode, ExtensionCode
 from tetherbed.wire.envelope import (
     Envelope,
@@ -84,6 +84,10 @@ _ANSWERS = {
     for kind in (*catalog.DATA_REQUESTS, *catalog.CONTROL_REQUESTS)
     if (answers := catalog.allowed_answers(kind)) is not None
 }
+#: Refusals that mean "busy, nothing ran": sent again after a back-off (the
+#: spec's auto-retry layer: "transient LOCAL_LLM_BUSY / SHIM_OVERLOADED").
+_REFUSED_BUSY = frozenset({str(ErrorCode.SHIM_OVERLOADED), str(ErrorCode.LOCAL_LLM_BUSY)})
+_ANSWERS.update({kind: frozenset({answer, _ERROR}) for kind, answer in serial_io.ANSWERS.items()})
 #: Late answers remembered per agent connection, to tell them from strays.
 _ABANDONED_KEPT = 1024
 
@@ -246,8 +250,11 @@ class HubCore:
             return (Send(client.peer, self._error_frame(None, error)),)
         hub_api = kind == SESSION_INFO_REQUEST and target.is_session
         if kind not in target.allowed and not hub_api:
-            error = _not_relayable(envelope, target.kind)
-            return (Send(client.peer, self._error_frame(request_id, error)),)
+            error = _extension_refusal(target, kind) if kind in serial_io.REQUESTS else None
+            if error is None and kind not in serial_io.REQUESTS:
+                error = _not_relayable(envelope, target.kind)
+            if error is not None:
+                return (Send(client.peer, self._error_frame(request_id, error)),)
         if request_id in client.inflight:
             error = ProtocolError(
                 ExtensionCode.DUPLICATE_REQUEST_ID,
@@ -827,6 +834,7 @@ class HubCore:
                 return actions
         else:
             route.deadline = self._monotonic() + self._request_timeout
+            route.streamed = True
         client = route.client
         if client is None:
             self._hub_answer(link, route, envelope, actions)
@@ -877,13 +885,14 @@ class HubCore:
     def _refused_unrun(
         self, link: AgentLink, route: Route, envelope: Envelope, actions: list[HubAction]
     ) -> bool:
-        """SHIM_OVERLOADED means the agent ran nothing: send it again after a
-        back-off, a bounded number of times, then let the client have the refusal."""
+        """SHIM_OVERLOADED (and LOCAL_LLM_BUSY) mean the agent ran nothing: send
+        it again after a back-off, a bounded number of times, then let the client
+        have the refusal."""
         try:
             code = _error_code.decode(envelope.payload).code
         except (msgspec.MsgspecError, RecursionError):
             return False
-        if code != ErrorCode.SHIM_OVERLOADED:
+        if code not in _REFUSED_BUSY:
             return False
         target = link.target
         if target is None or link.state is not _READY:
@@ -908,6 +917,7 @@ class HubCore:
                     "kind": route.kind,
                     "refusals": route.refusals,
                     "delay": delay,
+                    "code": code,
                 },
             )
         )
@@ -1116,7 +1126,7 @@ class HubCore:
             if client is None or client.closed:
                 continue
             route.may_have_run = True
-            if can_retry(route, everything=self._retry_everything):
+            if not route.streamed and can_retry(route, everything=self._retry_everything):
                 retry.append(prepare_retry(route))
             else:
                 self._answer_lost(route, actions)
@@ -1228,6 +1238,22 @@ def _answer_too_large(route: Route, size: int) -> ProtocolError:
         ExtensionCode.FRAME_TOO_LARGE,
         f"the agent's answer to {route.kind} would be {size} bytes as relayed, over the "
         f"{FRAME_LIMIT_BYTES}-byte frame limit; read it in smaller ranges",
+    )
+
+
+def _extension_refusal(target: Target, kind: str) -> ProtocolError | None:
+    """Why a serial-extension request cannot go to this target's agent (None: it can).
+
+    Only an agent that negotiated the extension may ever see its frames."""
+    owner = target.owner
+    if target.is_session and owner is not None and serial_io.CAPABILITY in owner.granted:
+        return None
+    where = f"session {target.key}" if target.is_session else "a machine's control connection"
+    return ProtocolError(
+        ErrorCode.CAPABILITY_NOT_GRANTED,
+        f"{kind}: the agent serving {where} has not negotiated the serial I/O extension "
+        f"({serial_io.CAPABILITY})",
+        details={"capability": serial_io.CAPABILITY},
     )
 
 

@@ -85,6 +85,9 @@ class Route:
     #: Some attempt reached an agent that then vanished without answering:
     #: it may have run. A refusal never sets this, and nothing clears it.
     may_have_run: bool = False
+    #: Streamed frames of it (LOCAL_LLM_COMPLETION_CHUNK) reached the client:
+    #: running it again would send the client a second stream under one id.
+    streamed: bool = False
     #: While issued: when the hub stops waiting for the answer.
     deadline: float = NEVER
     #: While deferred: not before this time.

@@ -10,7 +10,9 @@ the exact command that replays each failure, and where the reports are: per
 scenario `history.jsonl` and `timeline.html`, for the whole run
 `results.json` and `junit.xml`.
 
-Exit status: 0 every scenario passed; 1 one failed or could not be judged
+Exit status: 0 every scenario passed (or did not apply to the target: a
+third-party part did not negotiate an extension the scenario needs, which is
+reported as `n/a`, neither a pass nor a failure); 1 one failed or could not be judged
 (its verdict says which; with `--strict`, a checker without evidence fails);
 2 the input is wrong (a scenario file, a folder without any, or the target),
 before anything ran; 128 + N when signal N (SIGTERM, SIGINT) stopped the run,
@@ -37,6 +39,7 @@ from tetherbed.simulator.reports.table import print_table
 from tetherbed.simulator.reports.timeline.render import write_timeline
 from tetherbed.simulator.runner import RunOutcome, replay_command, run_scenario
 from tetherbed.simulator.scenario import Scenario, ScenarioError, load_all, shipped_scenarios
+from tetherbed.simulator.scenario.dsh import uses_dsh
 from tetherbed.simulator.stop_signals import StopSignals
 from tetherbed.simulator.targets import Target, TargetError
 from tetherbed.simulator.targets.arguments import add_target_arguments, target_from_arguments
@@ -44,6 +47,8 @@ from tetherbed.simulator.targets.arguments import add_target_arguments, target_f
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: Where the why-lines under a verdict line start.
 _INDENT = " " * 11
+#: A verdict as the one-line result shows it (the table spells it out).
+_LABELS = {"not_applicable": "n/a"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 128 + stop.received
-    return 0 if all(r.verdict == "pass" for r in results) else 1
+    return 0 if all(r.verdict in ("pass", "not_applicable") for r in results) else 1
 
 
 def _logging(level: str | None) -> None:
@@ -164,6 +169,13 @@ def _run_all(
             only = ", ".join(scenario.backends)
             print(f"  {'skip':<5} {'':12}{scenario.name} (runs on {only} only)", flush=True)
             continue
+        if uses_dsh(scenario.topology) and not target.hub.is_reference:
+            print(
+                f"  {'skip':<5} {'':12}{scenario.name} (dsh-computers: runs against "
+                "Tetherbed's hub only, until targets name a dsh adapter)",
+                flush=True,
+            )
+            continue
         if args.backend != "sim":  # real time: say what is running while it runs
             print(f"  {'run':<5} {'':12}{scenario.name} ...", flush=True)
         seed = scenario.seed if args.seed is None else args.seed
@@ -177,8 +189,9 @@ def _run_all(
                 shutil.rmtree(workdir, ignore_errors=True)
         result = _report(outcome, args.report, _replay_options(args))
         results.append(result)
+        label = _LABELS.get(result.verdict, result.verdict)
         print(
-            f"  {result.verdict:<5} {result.seconds:8.2f} s  {scenario.name}{_notes(result)}",
+            f"  {label:<5} {result.seconds:8.2f} s  {scenario.name}{_notes(result)}",
             flush=True,
         )
         for line in why(result):
@@ -196,7 +209,7 @@ def _write_reports(results: list[RunResult], report: Path) -> None:
     print()
     print_table(results)
     print(f"reports: {report}/ (results.json, junit.xml, */history.jsonl, */timeline.html)")
-    shown = next((r for r in results if r.verdict != "pass"), results[-1])
+    shown = next((r for r in results if r.verdict not in ("pass", "not_applicable")), results[-1])
     if shown.history_path:
         timeline = Path(shown.history_path).with_name("timeline.html")
         print(f"timeline: {timeline} (open it in a browser: {timeline.resolve().as_uri()})")
@@ -205,6 +218,8 @@ def _write_reports(results: list[RunResult], report: Path) -> None:
 def why(result: RunResult) -> list[str]:
     """A few lines that say why a run did not pass, for the terminal."""
     lines: list[str] = []
+    if result.verdict == "not_applicable" and result.inapplicable:
+        lines.append(f"not applicable: {_first_line(result.inapplicable)}")
     for verdict in result.crashed_checkers:
         lines.append(f"checker {verdict.name} crashed: {verdict.error}")
     if result.error is not None and not result.crashed_checkers:
@@ -305,6 +320,7 @@ def _report(outcome: RunOutcome, report_dir: Path, replay_options: list[str]) ->
         history_path=str(history_path),
         not_applicable=len(outcome.not_applicable),
         strict=outcome.strict,
+        inapplicable=outcome.inapplicable,
     )
 
 

@@ -14,6 +14,8 @@ frames on the agent's side, so a request can be followed across the hub.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import hashlib
 from collections.abc import Awaitable, Callable
@@ -34,6 +36,7 @@ from tetherbed.simulator.wiretap.digest import payload_digest
 from tetherbed.wire.catalog import STREAMING_RESPONSES
 from tetherbed.wire.codes import ErrorCode, ExtensionCode
 from tetherbed.wire.messages import MessageType
+from tetherbed.wire.serial_io import SerialMessageType
 
 #: Error codes after which the request may have happened: recorded as `info`.
 UNKNOWN_OUTCOME_CODES = frozenset(
@@ -47,6 +50,15 @@ UNKNOWN_OUTCOME_CODES = frozenset(
     }
 )
 
+#: ERROR details the client's record keeps: what a caller acts on
+#: (MODEL_NOT_AVAILABLE, LOCAL_LLM_FAILED; SERIAL_PORT_GONE's bytes, base64).
+_ERROR_DETAILS_KEPT = (
+    "requested_model",
+    "available_models",
+    "backend_error",
+    "received",
+    "received_bytes",
+)
 #: Content longer than this is summarised by its digest in the history.
 _CONTENT_KEPT = 64 * 1024
 
@@ -117,6 +129,7 @@ class ScenarioClient:
             self._recorder.event(self.process, "note", {"undecodable_answer": len(answer.payload)})
             return
         if answer.kind in STREAMING_RESPONSES:
+            self._on_chunk(answer)
             return
         summary = _summary(answer)
         summary["digest"] = self._digest(answer.payload or b"{}")
@@ -128,6 +141,25 @@ class ScenarioClient:
         else:
             kind = "ok"
         self._complete(answer.request_id, kind, summary)
+
+    def _on_chunk(self, answer: Answer) -> None:
+        """A streamed frame (LOCAL_LLM_COMPLETION_CHUNK): a `chunk` event under its
+        request, with its text and finish_reason, for `llm_streams` to judge."""
+        payload = _payload_of(answer)
+        value = {
+            "type": answer.kind,
+            "delta": _keep_text(payload.get("delta")),
+            "finish_reason": payload.get("finish_reason"),
+            "digest": self._digest(answer.payload or b"{}"),
+        }
+        self._recorder.record(
+            self.process,
+            "event",
+            "chunk",
+            value,
+            session=self.spec.session,
+            req=answer.request_id,
+        )
 
     def _digest(self, payload: bytes) -> str:
         scrub = self._recorder.scrub
@@ -150,19 +182,37 @@ class ScenarioClient:
             self._complete(request_id, "info", {"type": "ERROR", "code": "CONNECTION_LOST"})
 
 
-def _summary(answer: Answer) -> dict[str, Any]:
-    """The deterministic facts of an answer (no timestamps, paths or messages);
-    the client adds the digest of its payload, to follow it back to the agent."""
+def _payload_of(answer: Answer) -> dict[str, Any]:
+    """An answer's payload as a dict ({} when it is no JSON object)."""
     try:
         payload = msgspec.json.decode(answer.payload or b"{}")
     except msgspec.MsgspecError:
-        payload = {}
-    if not isinstance(payload, dict):
-        payload = {}
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
+def _summary(answer: Answer) -> dict[str, Any]:
+    """The deterministic facts of an answer (no timestamps, paths or messages);
+    the client adds the digest of its payload, to follow it back to the agent."""
+    payload = _payload_of(answer)
     kind = answer.kind
     summary: dict[str, Any] = {"type": kind}
     if kind == MessageType.ERROR:
         summary["code"] = payload.get("code")
+        details = payload.get("details")
+        if isinstance(details, dict):
+            for key in _ERROR_DETAILS_KEPT:
+                if key in details:
+                    summary[key] = _keep_text(details[key], 1000)
+            received = _text_of_base64(details.get("received"))
+            if received is not None:  # readable in a scenario: `received_text: "PONG\r\n"`
+                summary["received_text"] = _keep_text(received, 1000)
+    elif kind == MessageType.LOCAL_LLM_COMPLETION_RESPONSE:
+        summary["content"] = _keep_text(payload.get("content", ""))
+        summary["finish_reason"] = payload.get("finish_reason")
+        tokens = payload.get("tokens")
+        if isinstance(tokens, dict):
+            summary["completion_tokens"] = tokens.get("completion")
     elif kind == MessageType.FILE_CONTENTS:
         summary["content"] = _keep_text(payload.get("content", ""))
         summary["encoding"] = payload.get("encoding")
@@ -180,7 +230,25 @@ def _summary(answer: Answer) -> dict[str, Any]:
         summary["truncated"] = payload.get("truncated")
     elif kind == MessageType.ACK:
         summary["ok"] = payload.get("ok")
+    elif kind == SerialMessageType.SERIAL_DATA:
+        summary["data"] = _keep_text(payload.get("data", ""))
+        for key in ("encoding", "size_bytes", "timed_out"):
+            summary[key] = payload.get(key)
+    elif kind == SerialMessageType.SERIAL_OPENED:
+        summary["baud_rate"] = payload.get("baud_rate")
+    elif kind == SerialMessageType.SERIAL_WRITTEN:
+        summary["bytes_written"] = payload.get("bytes_written")
     return summary
+
+
+def _text_of_base64(value: Any) -> str | None:
+    """Base64 bytes as UTF-8 text (None when they are neither)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return base64.b64decode(value, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
 
 
 def _keep(payload: dict[str, Any]) -> dict[str, Any]:

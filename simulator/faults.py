@@ -36,6 +36,7 @@ from tetherbed.simulator.validation import (
     Number,
     Record,
     SchemaError,
+    Spec,
     Text,
     Where,
 )
@@ -51,6 +52,10 @@ SELECTORS: Mapping[str, str] = MappingProxyType(
 )
 #: Every backend, for the kinds without a restriction.
 ALL_BACKENDS = frozenset({"sim", "process", "docker"})
+#: The links a fault can act on: WebSocket agents', SSE agents' (HTTP), or both.
+WEBSOCKET_LINKS = frozenset({"websocket"})
+HTTP_LINKS = frozenset({"sse"})
+ALL_LINKS = WEBSOCKET_LINKS | HTTP_LINKS
 
 
 # --- what a plan is made of ---------------------------------------------------------
@@ -66,6 +71,13 @@ class AddToxic:
 @dataclass(frozen=True, slots=True)
 class AddRule:
     """A WebSocket message rule, as the proxy's HTTP API takes it (`MessageRule` JSON)."""
+
+    rule: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AddHttpRule:
+    """An HTTP rule on an SSE agent's link (`proxy.http.rules.HttpRule` JSON)."""
 
     rule: Mapping[str, Any]
 
@@ -92,7 +104,7 @@ class DropPackets:
     direction: str
 
 
-FaultOp = AddToxic | AddRule | ResetConnections | InjectClose | DropPackets
+FaultOp = AddToxic | AddRule | AddHttpRule | ResetConnections | InjectClose | DropPackets
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +116,9 @@ class FaultKind:
     backends: frozenset[str] = ALL_BACKENDS
     #: It happens at one moment (a reset), rather than lasting until `clear`.
     instant: bool = False
+    #: The agents' transports whose links it can act on (message rules read
+    #: WebSocket messages; HTTP rules read HTTP requests).
+    transports: frozenset[str] = ALL_LINKS
 
     def record(self) -> Record:
         """The schema of this kind's parameters (without `agent` and `kind`)."""
@@ -121,6 +136,33 @@ _TYPES = Field(
     doc="message types (`*`: every data message)",
 )
 _COUNT = Field(Integer(minimum=1), doc="how many messages (default: every match)")
+
+
+class _RequestPath(Spec):
+    """A request path (no query): `/api/dsh-computers/agent/results` or its tail."""
+
+    def check(self, value: Any, where: Where, context: Context) -> Any:
+        if (
+            not isinstance(value, str)
+            or not value.startswith("/")
+            or "?" in value
+            or any(ch.isspace() for ch in value)
+        ):
+            raise SchemaError(where, f"expected {self.describe()}, got {value!r}")
+        return value
+
+    def describe(self) -> str:
+        return "a request path starting with / (no query), e.g. /agent/results"
+
+
+_HTTP_PATH = Field(
+    _RequestPath(),
+    required=True,
+    doc="the request path, or its last segments (`/agent/results`)",
+)
+_HTTP_METHOD = Field(Text(("GET", "POST")), default="POST")
+#: HTTP rules live in the fault proxy's object API (process) and the sim network.
+HTTP_BACKENDS = frozenset({"sim", "process"})
 
 
 def _toxics(kind: str, params: Mapping[str, Any], **attributes: int) -> list[FaultOp]:
@@ -181,6 +223,17 @@ def _reset(p: Mapping[str, Any]) -> list[FaultOp]:
     return [ResetConnections()]
 
 
+def _http_rule(action: str, p: Mapping[str, Any], **extra: Any) -> list[FaultOp]:
+    rule = {"action": action, "path": p["path"], "method": p["method"], **extra}
+    if p.get("count") is not None:
+        rule["count"] = p["count"]
+    return [AddHttpRule(rule)]
+
+
+def _http_drop(p: Mapping[str, Any]) -> list[FaultOp]:
+    return _http_rule("drop_response" if p["what"] == "response" else "drop_request", p)
+
+
 def _inject_close(p: Mapping[str, Any]) -> list[FaultOp]:
     toward = "client" if p["toward"] == "agent" else "server"
     return [InjectClose(toward, p["code"], p["reason"])]
@@ -236,6 +289,7 @@ FAULT_KINDS: Mapping[str, FaultKind] = MappingProxyType(
                 "messages of these types are not forwarded",
                 {"types": _TYPES, "count": _COUNT, "direction": _DIRECTION},
                 lambda p: _rules("drop", p),
+                transports=WEBSOCKET_LINKS,
             ),
             FaultKind(
                 "delay",
@@ -247,24 +301,28 @@ FAULT_KINDS: Mapping[str, FaultKind] = MappingProxyType(
                     "direction": _DIRECTION,
                 },
                 lambda p: _rules("delay", p, delay=p["delay_ms"]),
+                transports=WEBSOCKET_LINKS,
             ),
             FaultKind(
                 "duplicate",
                 "messages of these types are forwarded twice",
                 {"types": _TYPES, "count": _COUNT, "direction": _DIRECTION},
                 lambda p: _rules("duplicate", p),
+                transports=WEBSOCKET_LINKS,
             ),
             FaultKind(
                 "reorder",
                 "a message of these types is held until the next one has passed",
                 {"types": _TYPES, "count": _COUNT, "direction": _DIRECTION},
                 lambda p: _rules("reorder", p),
+                transports=WEBSOCKET_LINKS,
             ),
             FaultKind(
                 "swallow_pongs",
                 "the agent's PONGs never reach the hub",
                 {"count": _COUNT},
                 lambda p: _rules("drop", {**p, "types": ["PONG"], "direction": "to_hub"}),
+                transports=WEBSOCKET_LINKS,
             ),
             FaultKind(
                 "inject_close",
@@ -276,6 +334,36 @@ FAULT_KINDS: Mapping[str, FaultKind] = MappingProxyType(
                 },
                 _inject_close,
                 instant=True,
+                transports=WEBSOCKET_LINKS,
+            ),
+            FaultKind(
+                "http_drop",
+                "the next `count` requests to `path` are lost: `what: request` never reaches "
+                "the hub, `what: response` is handled by the hub and its answer lost; either "
+                "way the agent's connection is reset",
+                {
+                    "path": _HTTP_PATH,
+                    "what": Field(Text(("request", "response")), default="response"),
+                    "method": _HTTP_METHOD,
+                    "count": Field(Integer(minimum=1), default=1),
+                },
+                _http_drop,
+                backends=HTTP_BACKENDS,
+                transports=HTTP_LINKS,
+            ),
+            FaultKind(
+                "http_replay",
+                "the next `count` requests to `path` pass, and each reaches the hub again "
+                "`delay_ms` later (an intermediary retrying it): late, out of order, twice",
+                {
+                    "path": _HTTP_PATH,
+                    "delay_ms": Field(_MILLISECONDS, required=True),
+                    "method": _HTTP_METHOD,
+                    "count": Field(Integer(minimum=1), default=1),
+                },
+                lambda p: _http_rule("replay", p, delay=p["delay_ms"]),
+                backends=HTTP_BACKENDS,
+                transports=HTTP_LINKS,
             ),
             FaultKind(
                 "loss",

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tetherbed.simulator.wiretap.dsh.records import EVENTS as DSH_WIRE_EVENTS
 from tetherbed.simulator.wiretap.records import EVENTS as WIRE_EVENTS
 
 RecordType = Literal["invoke", "ok", "fail", "info", "event"]
@@ -75,12 +76,21 @@ EVENTS: dict[str, tuple[str, ...]] = {
         "fatal_close",  # a fatal close code {code}
         "stop",  # the agent stopped for good {exit_code, reason}
     ),
-    "process": ("started", "exited", "paused", "resumed", "killed"),
+    # `enroll`: an SSE agent's `enroll` command ended {code} (0: enrolled).
+    "process": ("started", "exited", "paused", "resumed", "killed", "enroll"),
+    # A scenario client (process client:<name>): a streamed frame of a request
+    # {type, delta, finish_reason, digest}, under the request's `req`.
+    "client": ("chunk",),
     # The wire recorder (process wire:<agent>): what crossed the agent's link.
     "wire": WIRE_EVENTS,
+    # ... on an SSE agent's link (simulator/wiretap/dsh/records.py).
+    "dsh_wire": DSH_WIRE_EVENTS,
     "fault": ("fault_start", "fault_stop", "fault_via"),  # fault_via: how docker did it
     "runner": ("step", "expect_failed", "assert_failed", "note", "not_applicable", "final_file"),
     "docker": ("link_exited",),  # an agent's fault-proxy container ended
+    # A machine's virtual serial port (process serial:<agent>): its simulated
+    # device was unplugged or plugged in again {port}.
+    "serial": ("plugged", "unplugged"),
 }
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tetherbed.simulator.history import History, Record, RecordType
+from tetherbed.simulator.wiretap.dsh.log import DshWireLog
 from tetherbed.simulator.wiretap.log import WireLog
 from tetherbed.simulator.wiretap.records import WireRecord, process_of
 
@@ -82,6 +83,15 @@ class Recorder:
             )
 
         return WireLog(node, sink, leg=leg, scrub=self.scrub)
+
+    def dsh_wire_log(self, node: str) -> DshWireLog:
+        """The wire recorder of an SSE agent's link (HTTP and SSE), into this history."""
+        process = process_of(node)
+
+        def sink(record: WireRecord) -> None:
+            self.event(process, record.f, record.value, time=record.time)
+
+        return DshWireLog(node, sink, scrub=self.scrub)
 
     def find(self, predicate: Predicate, start: int = 0) -> Record | None:
         for record in self.history.records[start:]:

@@ -22,12 +22,16 @@ from typing import Any
 from tetherbed.simulator.backends.base import Backend, BackendError
 from tetherbed.simulator.checkers import Verdict, run_checkers
 from tetherbed.simulator.client import ScenarioClient
+from tetherbed.simulator.dsh import steps as dsh_steps
+from tetherbed.simulator.dsh.client import DshClient
 from tetherbed.simulator.history import History, Record
 from tetherbed.simulator.reports.results import overall_verdict
 from tetherbed.simulator.scenario import ClientSpec, Scenario, Step
+from tetherbed.simulator.scenario.schema import SERIAL_STEPS
 from tetherbed.simulator.stop_signals import Interrupted, StopSignals
 from tetherbed.simulator.targets import Target
 from tetherbed.simulator.wiretap import records as wire
+from tetherbed.wire import serial_io
 
 #: Default `within` of an expect step, in backend seconds.
 DEFAULT_WITHIN = 30.0
@@ -35,12 +39,22 @@ DEFAULT_WITHIN = 30.0
 DRAIN_SECONDS = 120.0
 
 
+_COMPLETIONS = frozenset({"ok", "fail", "info"})
 #: Steps that only watch or wait; events are expected from the action before them.
 _PASSIVE_STEPS = frozenset({"expect", "assert", "wait", "note"})
 
 
 class StepFailed(Exception):
     """An expect or assert step whose condition did not hold."""
+
+
+class NotApplicable(Exception):
+    """The scenario needs what a third-party part under test does not do (an
+    extension it did not negotiate): it cannot say anything about that target."""
+
+
+#: What `plug` and `unplug` record (process `serial:<agent>`, value {port}).
+_PLUG_EVENTS = {"plug": "plugged", "unplug": "unplugged"}
 
 
 @dataclass
@@ -64,6 +78,9 @@ class RunOutcome:
     #: The failed step could not be judged (it read the journal of a part that
     #: keeps none): the run is an error, not a failure of the system under test.
     step_unjudged: bool = False
+    #: Why the scenario does not apply to this target (a third-party part did
+    #: not negotiate an extension it needs): neither a pass nor a failure.
+    inapplicable: str | None = None
 
     @property
     def run_error(self) -> str | None:
@@ -77,9 +94,13 @@ class RunOutcome:
 
     @property
     def verdict(self) -> str:
-        """pass, fail or error, as the reports say it."""
+        """pass, fail, error or not_applicable, as the reports say it."""
         return overall_verdict(
-            self.verdicts, self.run_error, failure=self.failure, strict=self.strict
+            self.verdicts,
+            self.run_error,
+            failure=self.failure,
+            strict=self.strict,
+            inapplicable=self.inapplicable,
         )
 
     @property
@@ -163,6 +184,7 @@ def run_scenario(
         interrupted=interrupted,
         not_applicable=runner.not_applicable,
         strict=strict,
+        inapplicable=runner.inapplicable,
     )
 
 
@@ -181,6 +203,8 @@ def checker_options(scenario: Scenario) -> dict[str, dict[str, Any]]:
     initial: dict[str, dict[str, str]] = {}
     disks: dict[str, str] = {}
     for agent in scenario.topology.agents.values():
+        if agent.session is None:  # an SSE agent serves no session
+            continue
         files = agent.options.get("files") or {}
         initial.setdefault(agent.session, {}).update({p: str(c) for p, c in files.items()})
         disks.setdefault(agent.session, agent.root)
@@ -196,12 +220,15 @@ class ScenarioRunner:
         self.scenario = scenario
         self.backend = backend
         self.recorder = backend.recorder
-        self.clients: dict[str, ScenarioClient] = {}
+        self.clients: dict[str, ScenarioClient | DshClient] = {}
+        self.dsh = dsh_steps.DshSteps(self)
         self.step_failure: str | None = None
         self.step_unjudged = False
         self.error: str | None = None
         #: Reference-only steps skipped for a third-party target, described.
         self.not_applicable: list[str] = []
+        #: Why the whole scenario does not apply to the target (None: it does).
+        self.inapplicable: str | None = None
         self._step_started: dict[int, int] = {}
         #: Where the last step that does something (not expect/assert/wait)
         #: began: an `expect {event: ...}` looks from there, so an event caused
@@ -224,6 +251,11 @@ class ScenarioRunner:
             await _to_the_end(self.close())
 
     def add_client(self, spec: ClientSpec) -> None:
+        if spec.dsh:
+            self.clients[spec.name] = DshClient(
+                spec, lambda: self.backend.dsh_http(spec), self.recorder
+            )
+            return
         self.clients[spec.name] = ScenarioClient(
             spec, lambda: self.backend.open_session_client(spec), self.recorder
         )
@@ -267,6 +299,14 @@ class ScenarioRunner:
             except BackendError as exc:
                 self.error = f"step {step.index} ({step.describe()}): {exc}"
                 return
+            except NotApplicable as exc:
+                self.inapplicable = f"step {step.index} ({step.describe()}): {exc}"
+                self.recorder.event(
+                    "runner",
+                    "not_applicable",
+                    {"index": step.index, "why": str(exc), "scenario": True},
+                )
+                return
 
     async def run_step(self, step: Step) -> None:
         backend, args = self.backend, step.args
@@ -301,7 +341,13 @@ class ScenarioRunner:
             self._fault_event("fault_stop", "faults", agent or "all", {})
         elif kind == "send":
             client = self.clients[args["client"]]
+            assert isinstance(client, ScenarioClient)
             await client.send(str(args["id"]), args["type"], dict(args.get("payload") or {}))
+        elif kind in dsh_steps.STEP_KINDS:
+            try:
+                await self.dsh.run_step(step)
+            except dsh_steps.StepFailed as failed:
+                raise StepFailed(str(failed)) from None
         elif kind == "expect":
             await self._expect(step)
         elif kind == "wait":
@@ -313,6 +359,69 @@ class ScenarioRunner:
             await backend.revoke(args, next(iter(users), "alice"))
         elif kind == "note":
             self.recorder.event("runner", "note", {"text": _text(args)})
+        elif kind in _PLUG_EVENTS:
+            if kind == "plug":
+                await backend.plug(args["agent"], args["port"])
+            else:
+                await backend.unplug(args["agent"], args["port"])
+            self.recorder.event(
+                f"serial:{args['agent']}", _PLUG_EVENTS[kind], {"port": args["port"]}
+            )
+        elif kind in SERIAL_STEPS:
+            await self._serial_request(step)
+
+    # --- the serial I/O extension ----------------------------------------------------
+
+    async def _serial_request(self, step: Step) -> None:
+        """A client's SERIAL_* request on a declared port: the port's path on this
+        backend, and exactly the fields the step gives."""
+        args = step.args
+        agent = args["agent"]
+        missing = self._serial_missing(agent)
+        if missing is not None:
+            raise NotApplicable(missing)
+        payload = {"port": self.backend.serial_path(agent, args["port"])}
+        payload.update(
+            {k: v for k, v in args.items() if k not in ("client", "id", "port", "agent")}
+        )
+        client = self.clients[args["client"]]
+        await client.send(str(args["id"]), SERIAL_STEPS[step.kind], payload)
+
+    def _serial_missing(self, agent: str) -> str | None:
+        """Why the extension cannot be used with `agent`, judged from its link: the
+        HELLO of the connection the hub accepted last does not offer it, or the
+        HELLO_ACK does not grant it. A third-party part that does not is a
+        target the scenario does not apply to; Tetherbed's own failing to is a
+        failure. None: it was negotiated, or nothing was accepted yet (the
+        request then shows what the hub does)."""
+        self.backend.sync()
+        link = wire.process_of(agent)
+        offered: dict[Any, list[Any]] = {}
+        accepted: tuple[Any, list[Any]] | None = None
+        for record in self.recorder.history.records:
+            if record.process != link or record.type != "event" or record.f != wire.FRAME:
+                continue
+            value = record.value if isinstance(record.value, dict) else {}
+            payload = value.get("payload") if isinstance(value.get("payload"), dict) else {}
+            if value.get("type") == "HELLO" and value.get("dir") == wire.UP:
+                offered[value.get("conn")] = list(payload.get("capabilities") or [])
+            elif value.get("type") == "HELLO_ACK" and value.get("dir") == wire.DOWN:
+                accepted = (value.get("conn"), list(payload.get("granted_capabilities") or []))
+        if accepted is None:
+            return None
+        conn, granted = accepted
+        wanted = serial_io.CAPABILITY
+        if wanted not in offered.get(conn, []):
+            why = f"{agent}'s HELLO does not offer the serial I/O extension ({wanted})"
+            if not self.backend.third_party(agent):
+                raise StepFailed(f"{why}, though Tetherbed's own agent has serial ports")
+            return why
+        if wanted not in granted:
+            why = f"the hub's HELLO_ACK does not grant {wanted} to {agent}"
+            if not self.backend.third_party("hub"):
+                raise StepFailed(f"{why}, though Tetherbed's own hub knows the extension")
+            return why
+        return None
 
     # --- reference-only steps --------------------------------------------------------
 
@@ -334,6 +443,10 @@ class ScenarioRunner:
         args = dict(step.args)
         spec = args.get("count") if isinstance(args.get("count"), dict) else args
         everyone = ["hub", *self.scenario.topology.agents]
+        if "credentials_stored" in args:
+            return ["hub"]
+        if "computer" in args:  # presence, read through the hub's API
+            return ["hub"]
         if "agent" in args and "event" not in args and "count" not in args:
             return [args["agent"]]
         process = spec.get("process")
@@ -375,6 +488,12 @@ class ScenarioRunner:
             predicate = self._client_predicate(args)
         elif "event" in args:
             predicate = self._event_predicate(args, since)
+        elif "computer" in args:
+            try:
+                await self.dsh.expect_presence(args, within)
+            except dsh_steps.StepFailed as failed:
+                raise StepFailed(str(failed)) from None
+            return
         else:
             await self._expect_agent(args, within, since)
             return
@@ -387,7 +506,8 @@ class ScenarioRunner:
     def _client_predicate(self, args: dict[str, Any]) -> Callable[[Record], bool]:
         process = f"client:{args['client']}"
         request_id = str(args["id"])
-        return lambda r: r.process == process and r.req == request_id and r.type != "invoke"
+        # The completion, not a streamed chunk's event recorded under the same req.
+        return lambda r: r.process == process and r.req == request_id and r.type in _COMPLETIONS
 
     def _check_completion(self, args: dict[str, Any], record: Record) -> None:
         if "client" not in args:
@@ -465,7 +585,10 @@ class ScenarioRunner:
         record the wire fall back on the agent's own journal."""
         if not self.backend.records_wire:
             return self._journal_connected(process)
-        link = wire.process_of(process.split(":", 1)[1])
+        agent = process.split(":", 1)[1]
+        if self.scenario.topology.agents[agent].sse:
+            return self.dsh.connected(agent)
+        link = wire.process_of(agent)
         served: set[Any] = set()
         for record in self.recorder.history.records:
             if record.process != link or record.type != "event":
@@ -529,6 +652,11 @@ class ScenarioRunner:
                 raise StepFailed(
                     f"{spec['path']} exists={path.exists()}, expected {spec['exists']}"
                 )
+        if "credentials_stored" in args:
+            try:
+                self.dsh.check_stored_credentials()
+            except dsh_steps.StepFailed as failed:
+                raise StepFailed(str(failed)) from None
         if "agent" in args:
             current = self.backend.state(args["agent"])
             if "status" in args and current.status != args["status"]:

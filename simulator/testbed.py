@@ -155,6 +155,36 @@ class Testbed:
         self._step("send", {"client": client, "id": request_id, "type": kind, "payload": payload})
         return request_id
 
+    # --- dsh-computers steps (SSE agents, dsh clients) --------------------------------
+
+    def create_key(self, client: str, key: str, **options: Any) -> None:
+        """A dsh client creates an enrollment key, named `key` for `enroll`."""
+        self._step("create_key", {"client": client, "id": key, **options})
+
+    def enroll(self, agent: str, key: str) -> None:
+        """The SSE agent's `enroll` with the key named `key`."""
+        self._step("enroll", {"agent": agent, "key": key})
+
+    def exec(
+        self,
+        client: str,
+        computer: str,
+        command: str,
+        request_id: str | None = None,
+        **options: Any,
+    ) -> str:
+        """computer_exec through the model tools, without waiting; returns its id."""
+        request_id = request_id or f"r{next(self._ids)}"
+        args = {"client": client, "id": request_id, "computer": computer, "command": command}
+        self._step("exec", {**args, **options})
+        return request_id
+
+    def rename_computer(self, client: str, computer: str, name: str) -> None:
+        self._step("rename_computer", {"client": client, "computer": computer, "name": name})
+
+    def delete_computer(self, client: str, computer: str) -> None:
+        self._step("delete_computer", {"client": client, "computer": computer})
+
     def expect(self, **conditions: Any) -> None:
         """An expect step (same keys as in scenario files); raises StepFailed."""
         self._step("expect", conditions)
@@ -163,7 +193,25 @@ class Testbed:
         self, client: str, kind: str, payload: dict[str, Any], *, within: float = DEFAULT_WITHIN
     ) -> Record:
         """Send and wait for the completion record (ok, fail or info)."""
-        request_id = self.send(client, kind, payload)
+        return self._completion(client, self.send(client, kind, payload), within)
+
+    def unplug(self, agent: str, port: str) -> None:
+        """The device on the agent's virtual serial port `port` goes away."""
+        self._step("unplug", {"agent": agent, "port": port})
+
+    def plug(self, agent: str, port: str) -> None:
+        self._step("plug", {"agent": agent, "port": port})
+
+    def serial(
+        self, client: str, kind: str, port: str, *, within: float = DEFAULT_WITHIN, **fields: Any
+    ) -> Record:
+        """A SERIAL_* request on a declared port (`kind`: open, write, read,
+        close; `fields` as the `serial_KIND` step takes them), and its completion."""
+        request_id = f"r{next(self._ids)}"
+        self._step(f"serial_{kind}", {"client": client, "id": request_id, "port": port, **fields})
+        return self._completion(client, request_id, within)
+
+    def _completion(self, client: str, request_id: str, within: float) -> Record:
         self.expect(client=client, id=request_id, within=within)
         process = f"client:{client}"
         record = self.backend.recorder.find(

@@ -335,18 +335,22 @@ class Switch(Spec):
     variants: Mapping[str, Record]
     #: Backends each variant may run on (absent: all).
     backends: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: The variant when the key is absent (None: the key is required).
+    default: str | None = None
+    #: What the key's value is called in messages.
+    noun: str = "kind"
 
     def check(self, value: Any, where: Where, context: Context) -> Any:
         if not isinstance(value, Mapping):
             raise _type_error(self, value, where)
-        if self.key not in value:
+        if self.key not in value and self.default is None:
             raise SchemaError(
                 where, f"`{self.key}` is required (one of {', '.join(self.variants)})"
             )
-        tag = value[self.key]
+        tag = value.get(self.key, self.default)
         if not isinstance(tag, str) or tag not in self.variants:
             raise SchemaError(
-                where.key(self.key), _unknown_value(tag, tuple(self.variants), "kind")
+                where.key(self.key), _unknown_value(tag, tuple(self.variants), self.noun)
             )
         allowed = self.backends.get(tag)
         if allowed is not None and context.backend is not None and context.backend not in allowed:

@@ -34,6 +34,10 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _hex4(text: str) -> bool:
+    return len(text) == 4 and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
 def _positive_float(text: str) -> float:
     value = float(text)
     if value <= 0:
@@ -140,6 +144,52 @@ def build_parser() -> argparse.ArgumentParser:
         help="advertise a serial port in HELLO (hardware_serial); repeatable",
     )
     agent.add_argument(
+        "--usb-device",
+        action="append",
+        default=[],
+        metavar="VID:PID=DESCRIPTION",
+        help="advertise a USB device in HELLO (hardware_usb; no I/O); repeatable",
+    )
+    agent.add_argument(
+        "--gpio-line",
+        action="append",
+        default=[],
+        metavar="CHIP:LINE=DESCRIPTION",
+        help="advertise a GPIO line, e.g. gpiochip0:17=LED (hardware_gpio; no I/O); repeatable",
+    )
+    agent.add_argument(
+        "--no-serial-io",
+        action="store_true",
+        help="do not offer the serial I/O extension (tetherbed.serial_io) with --serial-port",
+    )
+    agent.add_argument(
+        "--recycle-bin",
+        default=None,
+        metavar="DIR",
+        help="FILE_DELETE moves entries into DIR (freedesktop.org Trash layout: files/ and "
+        "info/NAME.trashinfo restore records) instead of unlinking them; outside --root",
+    )
+    agent.add_argument(
+        "--ollama-url",
+        default=None,
+        metavar="URL",
+        help="an Ollama-compatible backend, e.g. http://127.0.0.1:11434: its models are "
+        "advertised as local_llm and LOCAL_LLM_COMPLETION is served by it",
+    )
+    agent.add_argument(
+        "--ollama-model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="advertise only this of the backend's models (repeatable; default: all)",
+    )
+    agent.add_argument(
+        "--ollama-timeout",
+        type=_positive_float,
+        default=50.0,
+        help="seconds to wait for the backend's next token, loading included (50)",
+    )
+    agent.add_argument(
         "--display",
         default=None,
         help="X display for computer use (default: $DISPLAY; '' turns computer use off)",
@@ -188,6 +238,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "native",
         help="the native automation adapter (crossdesk-automation/1 over stdio)",
+        add_help=False,
+    )
+    commands.add_parser(
+        "llm-server",
+        help="an Ollama-compatible LLM server with deterministic output (for the test bed)",
         add_help=False,
     )
     commands.add_parser(
@@ -290,6 +345,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tetherbed.simulator.proxy.cli import main as proxy_main
 
         return proxy_main([*level, *rest[1:]])
+    if rest[:1] == ["llm-server"]:
+        from tetherbed.simulator.peripherals.llm_server.server import main as llm_server_main
+
+        return llm_server_main([*level, *rest[1:]])
     if rest[:1] == ["run"]:
         from tetherbed.simulator.cli import main as run_main
 
@@ -456,6 +515,10 @@ def _agent(args: argparse.Namespace) -> int:
         if not root.is_dir():
             return usage(f"--root {args.root} is not a directory")
         root_text = str(root.resolve())
+        if args.recycle_bin:
+            bin_path = Path(args.recycle_bin).resolve()
+            if bin_path == Path(root_text) or Path(root_text) in bin_path.parents:
+                return usage(f"--recycle-bin {args.recycle_bin} must be outside --root")
     else:
         if args.root:
             return usage("--root applies to a session; use --browse-root in control mode")
@@ -472,6 +535,21 @@ def _agent(args: argparse.Namespace) -> int:
         if not path:
             return usage(f"--serial-port {item!r}: expected PATH=DESCRIPTION")
         serial_ports.append((path, description if sep else path))
+    usb_devices = []
+    for item in args.usb_device:
+        ids, sep, description = item.partition("=")
+        vid, colon, pid = ids.partition(":")
+        if not colon or not _hex4(vid) or not _hex4(pid):
+            return usage(f"--usb-device {item!r}: expected VID:PID=DESCRIPTION (4 hex digits each)")
+        usb_devices.append((vid.lower(), pid.lower(), description if sep else ids))
+    gpio_lines = []
+    for item in args.gpio_line:
+        line, sep, description = item.partition("=")
+        if ":" not in line:
+            return usage(f"--gpio-line {item!r}: expected CHIP:LINE=DESCRIPTION")
+        gpio_lines.append((line, description if sep else line))
+    if args.ollama_url and not args.ollama_url.startswith(("http://", "https://")):
+        return usage(f"--ollama-url must be an http:// or https:// URL, got {args.ollama_url!r}")
     defaults = Limits()
     limits = Limits(
         max_file_size_bytes=args.max_file_size or defaults.max_file_size_bytes,
@@ -494,6 +572,13 @@ def _agent(args: argparse.Namespace) -> int:
         defects=frozenset(args.defect),
         protocol_version=args.protocol_version,
         serial_ports=serial_ports,
+        usb_devices=usb_devices,
+        gpio_lines=gpio_lines,
+        serial_io=not args.no_serial_io,
+        recycle_bin=args.recycle_bin,
+        ollama_url=args.ollama_url or None,
+        ollama_models=list(args.ollama_model),
+        ollama_timeout=args.ollama_timeout,
         display=args.display,
         clipboard_read_own=args.clipboard_read_own,
         strict_wire=args.strict_wire,

@@ -278,3 +278,41 @@ def start_dsh_agent(
     return spawn_tetherbed(
         name, ["agent", "--transport", "sse", "--home", str(home), "run", *(args or [])]
     )
+
+
+# === the bed's Ollama-compatible LLM server ========================================
+
+
+@dataclass
+class LlmServerProcess:
+    process: ManagedProcess
+    #: http://HOST:PORT, what `--ollama-url` takes.
+    url: str
+
+    def stop(self) -> int | None:
+        return self.process.stop()
+
+
+def start_llm_server(
+    args: list[str] | None = None, *, name: str = "llm-server", timeout: float = 20.0
+) -> LlmServerProcess:
+    """`tetherbed llm-server --listen 127.0.0.1:0 ARGS`: started, its URL read from
+    its first line of output (the port it bound), stopped by PID by the caller."""
+    process = spawn_tetherbed(name, ["llm-server", "--listen", "127.0.0.1:0", *(args or [])])
+    stdout = process.proc.stdout
+    assert stdout is not None
+    ready: list[str] = []
+    reader = threading.Thread(
+        target=lambda: ready.append(stdout.readline().decode("utf-8", "replace")), daemon=True
+    )
+    reader.start()
+    reader.join(timeout)
+    line = ready[0].strip() if ready else ""
+    marker = "listening on "
+    if marker not in line:
+        process.stop()
+        tail = "\n".join(process.log_tail)
+        raise RuntimeError(f"tetherbed llm-server did not start ({line!r}):\n{tail}")
+    # Keep reading so that a full pipe never blocks it.
+    threading.Thread(target=stdout.read, daemon=True).start()
+    return LlmServerProcess(process, line.split(marker, 1)[1])

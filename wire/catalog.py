@@ -84,6 +84,9 @@ ANSWERS: dict[MessageType, MessageType] = {
 #: Frames the shim sends under a request's id without ending the request.
 STREAMING_RESPONSES: frozenset[MessageType] = frozenset({T.LOCAL_LLM_COMPLETION_CHUNK})
 
+#: Requests answered by streamed frames before their terminal answer.
+STREAMING_REQUESTS: frozenset[MessageType] = frozenset({T.LOCAL_LLM_COMPLETION})
+
 #: Frames the shim sends on its own, not as an answer to a request.
 UNSOLICITED_FROM_SHIM: frozenset[MessageType] = frozenset({T.STATUS, T.RECORDING_STEP})
 

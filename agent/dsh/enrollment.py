@@ -49,11 +49,21 @@ def enroll_body(key: str, name: str | None, workspace: str | None = None) -> dic
     }
 
 
-async def enroll(server: str, key: str, name: str | None = None) -> Enrolled:
-    """POST /agent/enroll; raises EnrollRefused, TransportError or ValueError (bad URL)."""
-    http = HubHttp(server)
+async def enroll(
+    server: str,
+    key: str,
+    name: str | None = None,
+    *,
+    http: HubHttp | None = None,
+    body: dict[str, Any] | None = None,
+) -> Enrolled:
+    """POST /agent/enroll; raises EnrollRefused, TransportError or ValueError (bad URL).
+
+    `http` (a client of `server`) and `body` replace the defaults, for a driver
+    that reaches the hub its own way (the simulator's network)."""
+    http = http or HubHttp(server)
     try:
-        answer = await http.post_json(C.url(C.Route.ENROLL), enroll_body(key, name))
+        answer = await http.post_json(C.url(C.Route.ENROLL), body or enroll_body(key, name))
     finally:
         await http.close()
     value = answer.json()
@@ -76,9 +86,11 @@ async def enroll(server: str, key: str, name: str | None = None) -> Enrolled:
         raise EnrollRefused(answer.status, "bad-answer", f"the answer lacks {exc}") from None
 
 
-async def probe(server: str, token: str, seconds: float = C.ENROLL_PROBE_S) -> str | None:
+async def probe(
+    server: str, token: str, seconds: float = C.ENROLL_PROBE_S, *, http: HubHttp | None = None
+) -> str | None:
     """§6: hold the stream up to `seconds` to see `hello`; None when it came."""
-    http = HubHttp(server, token)
+    http = http or HubHttp(server, token)
 
     async def hello() -> str | None:
         stream = await http.open_stream(C.url(C.Route.EVENTS))

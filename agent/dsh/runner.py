@@ -117,6 +117,7 @@ class AgentRunner:
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 if self._done.is_set():
                     break
+                await self._before_tick()
                 self._apply(self.core.tick())
                 self._alive_line()
         finally:
@@ -125,6 +126,10 @@ class AgentRunner:
 
     def stop(self) -> None:
         self._apply(self.core.shutdown())
+
+    async def _before_tick(self) -> None:
+        """A driver's hook before the core's timers run (the simulator freezes a
+        paused agent here)."""
 
     def status(self) -> dict[str, Any]:
         status = self.core.status()

@@ -13,7 +13,7 @@ import contextlib
 import json
 import ssl
 import urllib.parse
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,8 +55,17 @@ class _Connection:
             self.writer.close()
 
 
+#: Opens one connection to the hub: what `asyncio.open_connection` returns.
+Opener = Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+
+
 class HubHttp:
-    def __init__(self, base_url: str, token: str | None = None) -> None:
+    def __init__(
+        self, base_url: str, token: str | None = None, *, open_connection: Opener | None = None
+    ) -> None:
+        """`open_connection` replaces the TCP (and TLS) connect to `base_url`'s
+        host and port: a test bed's own network (the simulator's, in virtual
+        time). Requests still name `base_url`'s host and path."""
         parts = urllib.parse.urlsplit(base_url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"hub URL {base_url!r} must be http:// or https:// with a host")
@@ -71,6 +80,7 @@ class HubHttp:
         self.token = token
         self._idle: list[_Connection] = []
         self._ssl = ssl.create_default_context() if self._tls else None
+        self._open = open_connection
 
     def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         headers = {"User-Agent": f"tetherbed-dsh-agent/{AGENT_VERSION}"}
@@ -79,6 +89,12 @@ class HubHttp:
         return {**headers, **(extra or {})}
 
     async def _connect(self) -> _Connection:
+        if self._open is not None:
+            try:
+                reader, writer = await self._open()
+            except (OSError, TimeoutError) as exc:
+                raise TransportError(f"cannot connect to {self.base_url}: {exc}") from None
+            return _Connection(reader, writer)
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection(

@@ -6,9 +6,13 @@ import errno
 import os
 import shutil
 import stat
+from typing import TYPE_CHECKING
 
 from tetherbed.agent.config import Limits
 from tetherbed.agent.path_jail import PathJail, protocol_error_from_os_error
+
+if TYPE_CHECKING:
+    from tetherbed.agent.files.recycle_bin import RecycleBin
 from tetherbed.wire.codes import ErrorCode
 from tetherbed.wire.errors import ProtocolError
 from tetherbed.wire.messages import Ack, FileDelete
@@ -38,8 +42,13 @@ def missing_error(wire_path: str) -> ProtocolError:
     )
 
 
-def delete_path(request: FileDelete, jail: PathJail, limits: Limits) -> Ack:
-    """Delete without following a final symlink; the root itself is never deleted."""
+def delete_path(
+    request: FileDelete, jail: PathJail, limits: Limits, *, recycle_bin: RecycleBin | None = None
+) -> Ack:
+    """Delete without following a final symlink; the root itself is never deleted.
+
+    With a `recycle_bin` the entry is moved there instead (same rules: a
+    non-empty directory needs `recursive: true`)."""
     del limits
     location = jail.locate(request.path, follow_symlinks=False)
     if not location.exists:
@@ -50,7 +59,12 @@ def delete_path(request: FileDelete, jail: PathJail, limits: Limits) -> Ack:
         raise jail.root_refusal(request.path, "deleted")
     with jail.opened_parent(location.path, request.path) as (dir_fd, name):
         try:
-            remove_entry(dir_fd, name, recursive=request.recursive)
+            if recycle_bin is None:
+                remove_entry(dir_fd, name, recursive=request.recursive)
+            else:
+                if not request.recursive and _non_empty_directory(dir_fd, name):
+                    raise OSError(errno.ENOTEMPTY, "directory not empty", request.path)
+                recycle_bin.discard(dir_fd, name, location.path, jail.temporaries)
         except FileNotFoundError:
             if not request.missing_ok:  # deleted concurrently
                 raise missing_error(request.path) from None
@@ -63,3 +77,14 @@ def delete_path(request: FileDelete, jail: PathJail, limits: Limits) -> Ack:
                 ) from exc
             raise protocol_error_from_os_error(exc, request.path) from exc
     return Ack(ok=True)
+
+
+def _non_empty_directory(dir_fd: int, name: str) -> bool:
+    status = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if not stat.S_ISDIR(status.st_mode):
+        return False
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        return bool(os.listdir(fd))
+    finally:
+        os.close(fd)

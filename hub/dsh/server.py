@@ -26,7 +26,9 @@ import base64
 import contextlib
 import json
 import logging
+import secrets
 import socket
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -131,11 +133,20 @@ class DshServer:
         *,
         clock: Clock | None = None,
         state_dir: Path | None = None,
+        entropy: Callable[[int], bytes] | None = None,
     ) -> None:
+        """`entropy` draws keys, tokens and ids (default: `secrets`; the
+        simulator's is seeded, so a run's history repeats)."""
         self.store = store
         self.config = config
         computers, keys = persistence.load(store)
-        self.core = DshHubCore(config, clock or SystemClock(), computers=computers, keys=keys)
+        self.core = DshHubCore(
+            config,
+            clock or SystemClock(),
+            entropy=entropy or secrets.token_bytes,
+            computers=computers,
+            keys=keys,
+        )
         self._channels: dict[Stream, _Channel] = {}
         self._waiters: dict[str, asyncio.Queue[Output | Settled]] = {}
         self._timer: asyncio.TimerHandle | None = None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tetherbed.agent.dsh.transport import HubHttp
 from tetherbed.runtime.transport import MessageTransport, UpgradeRefused
 from tetherbed.simulator.recorder import Recorder
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
@@ -57,6 +58,11 @@ class Backend(abc.ABC):
         if node == "hub":
             return not self.target.hub.is_reference or self.topology.hub.url is not None
         spec = self.topology.agents.get(node)
+        if spec is not None and spec.sse:
+            # The target's agent is a local-executor agent; SSE agents are
+            # Tetherbed's dsh agent (a dsh agent target comes with its
+            # conformance suite).
+            return False
         return not self.target.agent.is_reference or (spec is not None and bool(spec.command))
 
     # --- running the whole thing ------------------------------------------
@@ -149,6 +155,42 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def agent_root(self, agent: AgentSpec) -> Path:
         """The agent machine's folder, where its files land."""
+
+    # --- the machines' virtual serial ports (`options.serial`) -----------------
+
+    def serial_path(self, agent: str, port: str) -> str:
+        """Where the agent's machine has the port: what it advertises and what
+        SERIAL_* requests name."""
+        raise BackendError(f"the {self.name} backend has no virtual serial ports")
+
+    async def unplug(self, agent: str, port: str) -> None:
+        """The port's device goes away, as a USB adapter pulled out."""
+        raise BackendError(f"the {self.name} backend has no virtual serial ports")
+
+    async def plug(self, agent: str, port: str) -> None:
+        """A fresh device on the port again, answering once this returns."""
+        raise BackendError(f"the {self.name} backend has no virtual serial ports")
+
+    # --- dsh-computers --------------------------------------------------------
+
+    async def dsh_enroll(self, agent: str, key: str) -> int:
+        """Run the SSE agent's `enroll` with `key` through its link; the command's
+        exit code (0: enrolled). What the hub answered is on the wire."""
+        raise BackendError(f"the {self.name} backend runs no dsh-computers agents")
+
+    def dsh_http(self, client: ClientSpec) -> HubHttp:
+        """An HTTP client of the hub's dsh-computers and client API, with the
+        client's user's token."""
+        raise BackendError(f"the {self.name} backend has no dsh-computers clients")
+
+    def dsh_stored_state(self) -> str:
+        """The text of what the hub persisted for dsh-computers (its own store:
+        reference-only evidence)."""
+        raise BackendError(f"the {self.name} backend cannot read the hub's store")
+
+    def dsh_tokens(self) -> set[str]:
+        """The agent tokens the SSE agents saved at enrollment."""
+        return set()
 
 
 def prepare_root(root: Path, spec: AgentSpec) -> None:

@@ -23,6 +23,7 @@ import contextlib
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import time
 from collections.abc import Coroutine
@@ -30,20 +31,33 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tetherbed.agent.dsh import config as dsh_agent_config
+from tetherbed.agent.dsh.transport import HubHttp
 from tetherbed.hub.config import TUNABLE_OPTIONS, option_flag
-from tetherbed.launch import ManagedProcess, spawn_tetherbed
+from tetherbed.hub.store import DATABASE_NAME
+from tetherbed.launch import (
+    LlmServerProcess,
+    ManagedProcess,
+    dsh_agent_command,
+    spawn_tetherbed,
+    start_dsh_agent,
+    start_llm_server,
+)
 from tetherbed.runtime import event_loop
 from tetherbed.runtime.transport import MessageTransport
 from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
 from tetherbed.simulator.backends.event_files import EventFiles
 from tetherbed.simulator.faults import (
     SELECTORS,
+    AddHttpRule,
     AddRule,
     AddToxic,
     InjectClose,
     ResetConnections,
     plan,
 )
+from tetherbed.simulator.peripherals.llm_server.config import LlmServerConfig
+from tetherbed.simulator.peripherals.serial_ports import DeviceSpec, VirtualSerialPort
 from tetherbed.simulator.proxy import ProxyRegistry
 from tetherbed.simulator.proxy.proxy import FaultProxy
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
@@ -72,6 +86,17 @@ _HUB_FLAGS = {
 }
 
 
+#: Scenario `hub.options.dsh` → `tetherbed hub` flags.
+_DSH_FLAGS = {
+    "heartbeat_ms": "--dsh-heartbeat-ms",
+    "key_ttl_minutes": "--dsh-key-ttl-minutes",
+    "exec_timeout_ms": "--dsh-exec-timeout-ms",
+}
+#: How long an SSE agent's `enroll` command may take (it also holds a stream
+#: until `hello`, up to 5 s).
+ENROLL_TIMEOUT_S = 60.0
+
+
 def hub_arguments(options: dict[str, Any]) -> list[str]:
     args: list[str] = []
     for option, flag in _HUB_FLAGS.items():
@@ -79,6 +104,14 @@ def hub_arguments(options: dict[str, Any]) -> list[str]:
             args += [flag, str(options[option])]
     for defect in options.get("defects") or ():
         args += ["--defect", defect]
+    dsh = options.get("dsh") or {}
+    for option, flag in _DSH_FLAGS.items():
+        if option in dsh:
+            args += [flag, str(dsh[option])]
+    if dsh.get("promote_on_timeout") is False:
+        args.append("--dsh-no-promote-on-timeout")
+    for defect in dsh.get("defects") or ():
+        args += ["--dsh-defect", defect]
     return args
 
 
@@ -91,6 +124,24 @@ class _Agent:
         self.proxy: FaultProxy | None = None
         self.state = NodeState("not_started")
         self.journal: Path | None = None
+        #: Its machine's local LLM server (`options.llm`), and the URL the agent gets.
+        self.llm: LlmServerProcess | None = None
+        self.ollama_url: str | None = None
+        #: Its machine's virtual serial ports (`options.serial`): each device's
+        #: description, and its socat pair with the device while plugged in.
+        self.devices = {
+            name: DeviceSpec.from_scenario(name, options, spec.machine)
+            for name, options in spec.serial_ports.items()
+        }
+        self.ports: dict[str, VirtualSerialPort | None] = {}
+        #: Starting them (alongside the hub's start): awaited before the agent starts.
+        self.ports_ready: asyncio.Future[None] | None = None
+        #: SSE agents: the agent's config folder (`--home`, its config.json).
+        self.home: Path | None = None
+
+    def serial_arguments(self, folder: Path) -> list[tuple[str, str]]:
+        """(path, description) of each port, as the agent advertises them."""
+        return [(str(folder / name), device.description) for name, device in self.devices.items()]
 
 
 def scenario_target(scenario: Scenario, target: Target | None) -> Target:
@@ -165,23 +216,94 @@ class ProcessBackend(Backend):
             await self._prepare(agent)
         self._tailer = asyncio.ensure_future(self._tail())
 
-    async def _prepare(self, agent: _Agent) -> None:
-        """The agent's own fault proxy (its wire recorder), journal and folder."""
-        name = agent.spec.name
+    async def _proxy_for(self, name: str, **recording: Any) -> FaultProxy:
+        """An agent's own fault proxy in front of the hub, recording its link."""
         host, port = self.hub.address
-        agent.proxy = await self.registry.create(
+        return await self.registry.create(
             f"agent-{name}",
             "127.0.0.1:0",
             f"{host}:{port}",
-            wire=self.recorder.wire_log(name),
             wire_clock=self.now,
-            listen_ssl=self.target.tls.server_context() if self.hub.secure else None,
             upstream_ssl=self.hub.ssl_context(),
             upstream_hostname=host if self.hub.secure else None,
+            **recording,
+        )
+
+    async def _prepare(self, agent: _Agent) -> None:
+        """The agent's own fault proxy (its wire recorder), journal and folder."""
+        name = agent.spec.name
+        if agent.spec.sse:
+            await self._prepare_sse(agent)
+            return
+        agent.proxy = await self._proxy_for(
+            name,
+            wire=self.recorder.wire_log(name),
+            listen_ssl=self.target.tls.server_context() if self.hub.secure else None,
         )
         agent.journal = self.workdir / "logs" / f"agent-{name}.jsonl"
         spec = agent.spec
         self.event_files.agent(agent.journal, f"agent:{name}", spec.session, spec.machine)
+        prepare_root(self.agent_root(agent.spec), agent.spec)
+        await self._start_llm(agent)
+        if agent.devices:
+            agent.ports_ready = asyncio.ensure_future(self._start_ports(agent))
+
+    @staticmethod
+    async def _ports_ready(agent: _Agent) -> None:
+        """The machine's ports are up (they start alongside the hub)."""
+        if agent.ports_ready is not None:
+            await agent.ports_ready
+
+    def _serial_folder(self, agent: str) -> Path:
+        return self.workdir / "serial" / agent
+
+    async def _start_ports(self, agent: _Agent) -> None:
+        """socat pairs with the simulated devices, one per port of `options.serial`."""
+        folder = self._serial_folder(agent.spec.name)
+        started = await asyncio.gather(
+            *(
+                asyncio.to_thread(VirtualSerialPort.start_spec, folder, device)
+                for device in agent.devices.values()
+            ),
+            return_exceptions=True,
+        )
+        for name, port in zip(agent.devices, started, strict=True):
+            if isinstance(port, VirtualSerialPort):
+                agent.ports[name] = port
+        for port in started:
+            if isinstance(port, BaseException):
+                raise BackendError(f"{agent.spec.name}: options.serial: {port}") from None
+
+    async def _start_llm(self, agent: _Agent) -> None:
+        """`tetherbed llm-server` for an agent whose scenario gives it a local LLM."""
+        options = agent.spec.options.get("llm")
+        if options is None:
+            return
+        try:
+            config, reachable = LlmServerConfig.from_scenario(options)
+        except ValueError as exc:
+            raise BackendError(f"{agent.spec.name}: options.llm: {exc}") from None
+        if not reachable:  # a port nothing listens on: the backend is down
+            agent.ollama_url = f"http://127.0.0.1:{_closed_port()}"
+            return
+        try:
+            agent.llm = await asyncio.to_thread(
+                start_llm_server, config.to_arguments(), name=f"llm-{agent.spec.name}"
+            )
+        except RuntimeError as exc:
+            raise BackendError(str(exc)) from None
+        agent.ollama_url = agent.llm.url
+        self.recorder.event(
+            "runner", "note", {"text": f"{agent.spec.name}: local LLM server at {agent.llm.url}"}
+        )
+
+    async def _prepare_sse(self, agent: _Agent) -> None:
+        """An SSE agent: an HTTP-reading fault proxy (its dsh wire recorder), its
+        config folder and its machine folder."""
+        name = agent.spec.name
+        agent.proxy = await self._proxy_for(name, wire=self.recorder.dsh_wire_log(name), http=True)
+        agent.home = self.workdir / "agents" / name / "home"
+        agent.home.mkdir(parents=True, exist_ok=True)
         prepare_root(self.agent_root(agent.spec), agent.spec)
 
     async def add_agent(self, spec: AgentSpec) -> None:
@@ -192,9 +314,18 @@ class ProcessBackend(Backend):
 
     async def teardown(self) -> None:
         for agent in self.agents.values():
+            if agent.ports_ready is not None:
+                await asyncio.gather(agent.ports_ready, return_exceptions=True)
             if agent.process is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.to_thread(agent.process.stop, 5.0)
+            if agent.llm is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(agent.llm.stop)
+            for port in agent.ports.values():
+                if port is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.to_thread(port.stop)
         if self.hub.process is not None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.hub.process.stop)
@@ -232,6 +363,7 @@ class ProcessBackend(Backend):
         agent = self.agents[node]
         if agent.state.status in ("running", "paused"):
             raise BackendError(f"{node} is already running")
+        await self._ports_ready(agent)
         agent.process = self._spawn_agent(agent)
         agent.state = NodeState("running")
         self._agent_event(agent, "started", {"pid": agent.process.pid})
@@ -244,6 +376,8 @@ class ProcessBackend(Backend):
 
     def _spawn_agent(self, agent: _Agent) -> ManagedProcess:
         spec = agent.spec
+        if spec.sse:
+            return self._spawn_sse_agent(agent)
         assert agent.proxy is not None and agent.journal is not None
         scheme = "wss" if agent.proxy.listen_ssl is not None else "ws"
         hub_url = f"{scheme}://{agent.proxy.listen}"
@@ -276,9 +410,39 @@ class ProcessBackend(Backend):
         ]
         if spec.shell:
             args.append("--enable-shell")
+        if agent.ollama_url:
+            args += ["--ollama-url", agent.ollama_url]
+        for path, description in agent.serial_arguments(self._serial_folder(spec.name)):
+            args += ["--serial-port", f"{path}={description}"]
         for defect in options.get("defects") or ():
             args += ["--defect", defect]
         return spawn_tetherbed(spec.name, args, env={"TETHERBED_AGENT_TOKEN": token})
+
+    def _spawn_sse_agent(self, agent: _Agent) -> ManagedProcess:
+        """`tetherbed agent --transport sse run` with the agent's saved connection
+        (another agent's, for `token_of`: two machines sharing one token)."""
+        spec = agent.spec
+        assert agent.home is not None
+        if spec.token_of is not None:
+            source = self.agents[spec.token_of].home
+            assert source is not None and agent.proxy is not None
+            with contextlib.suppress(dsh_agent_config.ConfigError):
+                # A copy of the other machine's saved connection, reaching the
+                # hub over this machine's own link (its proxy).
+                saved = dsh_agent_config.load(dsh_agent_config.config_path(source))
+                saved["serverUrl"] = f"http://{agent.proxy.listen}"
+                dsh_agent_config.write_private_json(dsh_agent_config.config_path(agent.home), saved)
+        args = [
+            "--workspace",
+            str(self.agent_root(spec)),
+            "--log-file",
+            str(self.workdir / "logs" / f"agent-{spec.name}.log"),
+            "--chunk-format",
+            str(spec.options.get("chunk_format", "split")),
+        ]
+        for defect in spec.options.get("defects") or ():
+            args += ["--defect", defect]
+        return start_dsh_agent(agent.home, args=args, name=spec.name)
 
     def _spawn_command(self, agent: _Agent, hub_url: str, token: str, root: Path) -> ManagedProcess:
         """A third-party agent from its command template; its output goes to a log."""
@@ -296,6 +460,10 @@ class ProcessBackend(Backend):
             "shell": spec.shell,
             "max_concurrent": spec.options.get("max_concurrent", 4),
             "protocol_version": spec.options.get("protocol_version", CURRENT_TEXT),
+            "ollama_url": agent.ollama_url or "",
+            "serial_ports": serial_ports_value(
+                agent.serial_arguments(self._serial_folder(spec.name))
+            ),
         }
         argv = agent.target.argv(values)
         log = self.workdir / "logs" / f"agent-{spec.name}.log"
@@ -412,6 +580,8 @@ class ProcessBackend(Backend):
                     proxy.add_toxic(toxic)
                 case AddRule(rule):
                     proxy.add_rule(rule)
+                case AddHttpRule(rule):
+                    proxy.add_http_rule(rule)
                 case ResetConnections():
                     proxy.reset_connections()
                 case InjectClose(toward, code, reason):
@@ -425,6 +595,7 @@ class ProcessBackend(Backend):
             proxy.clear_toxics()
             for rule in list(proxy.rules):
                 proxy.remove_rule(rule.name)
+            proxy.http_rules.clear()
 
     # --- clients -------------------------------------------------------------------
 
@@ -442,6 +613,40 @@ class ProcessBackend(Backend):
     async def revoke(self, session: str, user: str) -> None:
         await self._admin_call(f"revoke {session}", lambda admin: admin.revoke(session, user))
 
+    # --- serial ports ----------------------------------------------------------------
+
+    def _device(self, agent: str, port: str) -> DeviceSpec:
+        device = self.agents[agent].devices.get(port)
+        if device is None:
+            raise BackendError(f"{agent} has no serial port {port!r}")
+        return device
+
+    def serial_path(self, agent: str, port: str) -> str:
+        self._device(agent, port)
+        return str(self._serial_folder(agent) / port)
+
+    async def unplug(self, agent: str, port: str) -> None:
+        self._device(agent, port)
+        await self._ports_ready(self.agents[agent])
+        running = self.agents[agent].ports.get(port)
+        if running is None:
+            raise BackendError(f"{agent}'s {port} is unplugged already")
+        self.agents[agent].ports[port] = None
+        await asyncio.to_thread(running.unplug)
+        await asyncio.to_thread(running.stop)  # the device has exited; reap it
+
+    async def plug(self, agent: str, port: str) -> None:
+        device = self._device(agent, port)
+        await self._ports_ready(self.agents[agent])
+        if self.agents[agent].ports.get(port) is not None:
+            raise BackendError(f"{agent}'s {port} is plugged in already")
+        folder = self._serial_folder(agent)
+        try:
+            started = await asyncio.to_thread(VirtualSerialPort.start_spec, folder, device)
+        except RuntimeError as exc:
+            raise BackendError(f"plugging {agent}'s {port} in: {exc}") from None
+        self.agents[agent].ports[port] = started
+
     async def _admin_call(self, what: str, call: Any) -> None:
         if self._admin is None:
             try:
@@ -452,6 +657,68 @@ class ProcessBackend(Backend):
             await call(self._admin)
         except NotSupported as exc:
             raise BackendError(f"the hub's admin adapter cannot {what}: {exc}") from None
+
+    # --- dsh-computers ---------------------------------------------------------------
+
+    async def dsh_enroll(self, agent: str, key: str) -> int:
+        """`tetherbed agent --transport sse enroll` through the agent's proxy."""
+        node = self.agents[agent]
+        assert node.proxy is not None and node.home is not None
+        server = f"http://{node.proxy.listen}"
+        args = dsh_agent_command(
+            node.home, "enroll", "--server", server, "--key", key, "--name", node.spec.machine
+        )
+        if dsh_agent_config.config_path(node.home).exists():
+            args.append("--replace")  # enrolling again replaces its saved connection
+        log = self.workdir / "logs" / f"agent-{agent}-enroll.log"
+        with log.open("ab") as out:
+            process = await asyncio.create_subprocess_exec(
+                *args,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            try:
+                code = await asyncio.wait_for(process.wait(), ENROLL_TIMEOUT_S)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                code = await process.wait()
+        self._agent_event(node, "enroll", {"code": code})
+        return code
+
+    def dsh_http(self, client: ClientSpec) -> HubHttp:
+        host, port = self.hub.address
+        scheme = "https" if self.hub.secure else "http"
+        try:
+            token = self.tokens.get(client.user, "client")
+        except TargetError as exc:
+            raise BackendError(str(exc)) from None
+        return HubHttp(f"{scheme}://{host}:{port}", token)
+
+    def dsh_stored_state(self) -> str:
+        if not self.target.hub.is_reference:
+            raise BackendError("only Tetherbed's own hub's store can be read")
+        path = self.hub.state / DATABASE_NAME
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+                computers = db.execute(
+                    "SELECT id, user, token_hash, record FROM dsh_computers"
+                ).fetchall()
+                keys = db.execute("SELECT digest, user, record FROM dsh_keys").fetchall()
+                return repr((computers, keys))
+        except sqlite3.Error as exc:
+            raise BackendError(f"cannot read the hub's store {path}: {exc}") from None
+
+    def dsh_tokens(self) -> set[str]:
+        found = set()
+        for agent in self.agents.values():
+            if agent.home is None:
+                continue
+            with contextlib.suppress(dsh_agent_config.ConfigError):
+                found.add(dsh_agent_config.load(dsh_agent_config.config_path(agent.home))["token"])
+        return found
 
     # --- history -------------------------------------------------------------------
 
@@ -479,3 +746,19 @@ class ProcessBackend(Backend):
     def _ingest(self) -> None:
         """Move new lines of the hub's and agents' event files into the history."""
         self.event_files.ingest()
+
+
+def serial_ports_value(ports: list[tuple[str, str]]) -> str:
+    """`{serial_ports}` of a third-party agent command: `PATH=DESCRIPTION` of each
+    port, joined by commas (one port: exactly the reference agent's
+    `--serial-port` value); empty without ports."""
+    return ",".join(f"{path}={description}" for path, description in ports)
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -18,18 +18,39 @@ from typing import Any, TypeVar
 
 from tetherbed.agent.audit.sink import NullAuditSink
 from tetherbed.agent.config import AgentConfig, Limits
+from tetherbed.agent.dsh.transport import HubHttp
+from tetherbed.agent.hardware import HardwareConfig, SerialPorts
+from tetherbed.agent.local_llm import LocalLlm
 from tetherbed.agent.operations import DataOperations
 from tetherbed.agent.runtime import AgentRuntime
 from tetherbed.hub.config import TUNABLE_OPTIONS, HubConfig, OwnershipPolicy
+from tetherbed.hub.dsh.config import DshConfig
 from tetherbed.hub.store import HubStore
 from tetherbed.runtime.transport import MessageTransport
 from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
-from tetherbed.simulator.faults import AddRule, AddToxic, InjectClose, ResetConnections, plan
+from tetherbed.simulator.faults import (
+    AddHttpRule,
+    AddRule,
+    AddToxic,
+    InjectClose,
+    ResetConnections,
+    plan,
+)
+from tetherbed.simulator.peripherals.llm_server.config import LlmServerConfig
+from tetherbed.simulator.peripherals.llm_server.core import LlmServerCore
+from tetherbed.simulator.peripherals.llm_server.in_process import InProcessOllama
+from tetherbed.simulator.peripherals.llm_server.runner import GenerationRunner
+from tetherbed.simulator.peripherals.serial_ports import DeviceSpec
 from tetherbed.simulator.proxy.ws.rules import MessageRule
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
+from tetherbed.simulator.sim.dsh.agent import hub_http
+from tetherbed.simulator.sim.dsh.hub import SimDshHub
+from tetherbed.simulator.sim.dsh.nodes import SimDshAgents
 from tetherbed.simulator.sim.hub_node import SimHub
 from tetherbed.simulator.sim.network import SimNetwork
+from tetherbed.simulator.sim.serial import SimSerialPort
 from tetherbed.simulator.sim.shell import run_sim_command
+from tetherbed.simulator.sim.tcp import SimTcp
 from tetherbed.simulator.targets import Target
 from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop
 from tetherbed.simulator.wiretap.scrub import Scrubber
@@ -53,6 +74,19 @@ def hub_config(options: dict[str, Any]) -> HubConfig:
     if "defects" in options:
         config.defects = frozenset(options["defects"])
     config.__post_init__()
+    config.dsh = dsh_config(options.get("dsh") or {}, config.dsh)
+    return config
+
+
+def dsh_config(options: dict[str, Any], base: DshConfig | None = None) -> DshConfig:
+    """The hub's dsh-computers settings from a scenario's `hub.options.dsh`."""
+    config = base or DshConfig()
+    for option in ("heartbeat_ms", "key_ttl_minutes", "exec_timeout_ms", "promote_on_timeout"):
+        if option in options:
+            setattr(config, option, options[option])
+    if "defects" in options:
+        config.defects = frozenset(options["defects"])
+    config.__post_init__()
     return config
 
 
@@ -63,6 +97,33 @@ class _AgentNode:
         self.task: asyncio.Task[Any] | None = None
         self.state = NodeState("not_started")
         self.starts = 0
+        #: The machine's local LLM server (`options.llm`): the same core and
+        #: runner as `tetherbed llm-server`, on the virtual clock; it outlives
+        #: restarts of the agent, as a server on the machine would.
+        self.llm: InProcessOllama | None = None
+        #: The machine's virtual serial ports (`options.serial`), by name: the
+        #: device core on the virtual clock; they outlive the agent's restarts.
+        self.ports: dict[str, SimSerialPort] = {}
+
+    def release_ports(self) -> None:
+        """The agent's process is gone: the ports it had open are free again."""
+        for port in self.ports.values():
+            port.release()
+
+    def serial_ports(self) -> SerialPorts | None:
+        """The agent's serial extension, on these ports instead of pyserial."""
+        if not self.ports:
+            return None
+        by_path = {port.path: port for port in self.ports.values()}
+
+        async def opener(request: Any) -> Any:
+            return await by_path[request.port].open(request)
+
+        hardware = HardwareConfig(serial_ports=self.advertised())
+        return SerialPorts(hardware, opener=opener)
+
+    def advertised(self) -> tuple[tuple[str, str], ...]:
+        return tuple((port.path, port.spec.description) for port in self.ports.values())
 
 
 class SimBackend(Backend):
@@ -86,8 +147,22 @@ class SimBackend(Backend):
         self.store = HubStore(":memory:")
         self.hub: SimHub | None = None
         self.hub_state = NodeState("not_started")
-        self.agents = {name: _AgentNode(spec) for name, spec in self.topology.agents.items()}
+        self.agents = {
+            name: _AgentNode(spec) for name, spec in self.topology.agents.items() if not spec.sse
+        }
         self.tokens: dict[tuple[str, str], str] = {}
+        # dsh-computers: SSE agents on byte-stream connections of the same links.
+        self.tcp = SimTcp(self.network)
+        self.dsh_hub: SimDshHub | None = None
+        self.dsh_agents = SimDshAgents(
+            {name: spec for name, spec in self.topology.agents.items() if spec.sse},
+            network=self.network,
+            tcp=self.tcp,
+            clock=self.clock,
+            seed=seed,
+            root=self.agent_root,
+            event=self._dsh_agent_event,
+        )
 
     # --- running -------------------------------------------------------------------
 
@@ -103,6 +178,19 @@ class SimBackend(Backend):
     def now(self) -> float:
         return self.loop.time()
 
+    def _llm(self, node: _AgentNode) -> LocalLlm | None:
+        options = node.spec.options.get("llm")
+        if options is None:
+            return None
+        if node.llm is None:
+            try:
+                config, reachable = LlmServerConfig.from_scenario(options)
+            except ValueError as exc:
+                raise BackendError(f"{node.spec.name}: options.llm: {exc}") from None
+            runner = GenerationRunner(LlmServerCore(config), self.clock)
+            node.llm = InProcessOllama(runner, reachable=reachable)
+        return LocalLlm(node.llm, clock=self.clock)
+
     async def setup(self) -> None:
         users = {a.user for a in self.topology.agents.values()}
         users |= {c.user for c in self.topology.clients.values()}
@@ -111,6 +199,17 @@ class SimBackend(Backend):
         for node in self.agents.values():
             prepare_root(self.agent_root(node.spec), node.spec)
             self.network.taps[node.spec.name] = self.recorder.wire_log(node.spec.name)
+            self._make_ports(node)
+        for agent in self.dsh_agents.agents.values():
+            prepare_root(self.agent_root(agent.spec), agent.spec)
+            self.tcp.taps[agent.spec.name] = self.recorder.dsh_wire_log(agent.spec.name)
+
+    def _make_ports(self, node: _AgentNode) -> None:
+        """`options.serial`: each port at /dev/NAME with its device, in process."""
+        spec = node.spec
+        for name, options in spec.serial_ports.items():
+            device = DeviceSpec.from_scenario(name, options, spec.machine)
+            node.ports[name] = SimSerialPort(f"/dev/{name}", device, self.clock.monotonic)
 
     def _tokens_for(self, user: str) -> None:
         for kind in ("agent", "client"):
@@ -119,18 +218,29 @@ class SimBackend(Backend):
 
     async def add_agent(self, spec: AgentSpec) -> None:
         self.topology.agents[spec.name] = spec
-        self.agents[spec.name] = _AgentNode(spec)
         self._tokens_for(spec.user)
         prepare_root(self.agent_root(spec), spec)
+        if spec.sse:
+            self.dsh_agents.add(spec)
+            self.tcp.taps[spec.name] = self.recorder.dsh_wire_log(spec.name)
+            return
+        self.agents[spec.name] = _AgentNode(spec)
         self.network.taps[spec.name] = self.recorder.wire_log(spec.name)
+        self._make_ports(self.agents[spec.name])
 
     async def teardown(self) -> None:
         for node in self.agents.values():
             if node.task is not None and not node.task.done():
                 node.task.cancel()
                 await asyncio.gather(node.task, return_exceptions=True)
+        await self.dsh_agents.close()
         if self.hub is not None:
             self.hub.crash()
+        if self.dsh_hub is not None:
+            self.dsh_hub.crash()
+        await self.tcp.close()
+        if self.dsh_hub is not None:
+            await self.dsh_hub.closed()
         self.store.close()
 
     def agent_root(self, agent: AgentSpec) -> Path:
@@ -150,8 +260,21 @@ class SimBackend(Backend):
                 self._hub_event,
             )
             self.hub.start()
+            config = hub_config(self.topology.hub.options)
+            self.dsh_hub = SimDshHub(
+                self.tcp,
+                self.store,
+                config.dsh,
+                self.clock,
+                random.Random(f"{self.seed}/hub/dsh/{self.rng.getrandbits(32)}"),
+                keepalive_timeout=config.handshake_timeout,
+            )
+            await self.dsh_hub.start()
             self.hub_state = NodeState("running")
             self.recorder.event("hub", "started")
+            return
+        if node in self.dsh_agents:
+            await self.dsh_agents.start(node)
             return
         agent = self.agents[node]
         if agent.state.status in ("running", "paused"):
@@ -169,6 +292,7 @@ class SimBackend(Backend):
             return
         finally:
             await runtime.close()
+            agent.release_ports()
         if agent.runtime is runtime:
             agent.state = NodeState("exited", int(stop.exit_code))
             self._agent_event(agent, "exited", {"code": int(stop.exit_code)})
@@ -187,6 +311,7 @@ class SimBackend(Backend):
             local_limits=Limits(max_concurrent=int(options.get("max_concurrent", 4))),
             protocol_version=str(options.get("protocol_version", CURRENT_TEXT)),
             defects=frozenset(options.get("defects") or ()),
+            serial_ports=list(agent.advertised()),
         )
         # One generator per agent start, derived from the run's seed.
         rng = random.Random(f"{self.seed}/{spec.name}/{agent.starts}")
@@ -197,7 +322,13 @@ class SimBackend(Backend):
             rng=rng,
             new_id=lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4)),
             operations=DataOperations(
-                root=root, clock=self.clock, agent_env={}, offload=False, shell=run_sim_command
+                root=root,
+                clock=self.clock,
+                agent_env={},
+                offload=False,
+                shell=run_sim_command,
+                local_llm=self._llm(agent),
+                serial_ports=agent.serial_ports(),
             ),
             audit=NullAuditSink(),
             events=lambda event, **fields: self._agent_event(agent, event, fields),
@@ -207,8 +338,13 @@ class SimBackend(Backend):
         if node == "hub":
             if self.hub is not None and self.hub_state.status == "running":
                 await self.hub.shutdown()
+                if self.dsh_hub is not None:
+                    await self.dsh_hub.shutdown()
                 self.hub_state = NodeState("exited", 0)
                 self.recorder.event("hub", "exited", {"code": 0})
+            return
+        if node in self.dsh_agents:
+            await self.dsh_agents.stop(node)
             return
         agent = self.agents[node]
         if agent.runtime is not None and agent.state.status in ("running", "paused"):
@@ -221,9 +357,14 @@ class SimBackend(Backend):
         if node == "hub":
             if self.hub is not None and self.hub_state.status in ("running", "paused"):
                 self.hub.crash()
+                if self.dsh_hub is not None:
+                    self.dsh_hub.crash()
                 self._unfreeze_hub()
                 self.hub_state = NodeState("exited", -9)
                 self.recorder.event("hub", "killed")
+            return
+        if node in self.dsh_agents:
+            await self.dsh_agents.kill(node)
             return
         agent = self.agents[node]
         if agent.task is None or agent.state.status not in ("running", "paused"):
@@ -244,6 +385,9 @@ class SimBackend(Backend):
             self.hub_state = NodeState("paused")
             self.recorder.event("hub", "paused")
             return
+        if node in self.dsh_agents:
+            await self.dsh_agents.pause(node)
+            return
         agent = self.agents[node]
         self.network.set_paused(node, True)
         agent.state = NodeState("paused")
@@ -254,6 +398,9 @@ class SimBackend(Backend):
             self._unfreeze_hub()
             self.hub_state = NodeState("running")
             self.recorder.event("hub", "resumed")
+            return
+        if node in self.dsh_agents:
+            await self.dsh_agents.resume(node)
             return
         agent = self.agents[node]
         self.network.set_paused(node, False)
@@ -268,6 +415,8 @@ class SimBackend(Backend):
     def state(self, node: str) -> NodeState:
         if node == "hub":
             return self.hub_state
+        if node in self.dsh_agents:
+            return self.dsh_agents.state(node)
         return self.agents[node].state
 
     # --- network ---------------------------------------------------------------------
@@ -288,6 +437,9 @@ class SimBackend(Backend):
                     self.network.add_rule(agent, MessageRule.from_json(rule))
                 case ResetConnections():
                     self.network.reset(agent)
+                    self.tcp.reset(agent)
+                case AddHttpRule(rule):
+                    self.tcp.rules(agent).add(dict(rule))
                 case InjectClose(toward, code, reason):
                     side = "agent" if toward == "client" else "hub"
                     self.network.inject_close(agent, code, reason, side)
@@ -297,6 +449,7 @@ class SimBackend(Backend):
     async def clear(self, agent: str | None = None) -> None:
         for name in [agent] if agent else list(self.network.links):
             self.network.clear_faults(name)
+            self.tcp.rules(name).clear()
 
     # --- clients ---------------------------------------------------------------------
 
@@ -313,6 +466,48 @@ class SimBackend(Backend):
         if self.hub is None:
             raise BackendError("the hub is not running")
         self.hub.revoke(session, user)
+
+    # --- serial ports ----------------------------------------------------------------
+
+    def _port(self, agent: str, port: str) -> SimSerialPort:
+        found = self.agents[agent].ports.get(port)
+        if found is None:
+            raise BackendError(f"{agent} has no serial port {port!r}")
+        return found
+
+    def serial_path(self, agent: str, port: str) -> str:
+        return self._port(agent, port).path
+
+    async def unplug(self, agent: str, port: str) -> None:
+        found = self._port(agent, port)
+        if not found.plugged:
+            raise BackendError(f"{agent}'s {port} is unplugged already")
+        found.unplug()
+
+    async def plug(self, agent: str, port: str) -> None:
+        found = self._port(agent, port)
+        if found.plugged:
+            raise BackendError(f"{agent}'s {port} is plugged in already")
+        found.plug()
+
+    # --- dsh-computers -----------------------------------------------------------------
+
+    async def dsh_enroll(self, agent: str, key: str) -> int:
+        return await self.dsh_agents.enroll(agent, key)
+
+    def dsh_http(self, client: ClientSpec) -> HubHttp:
+        self._tokens_for(client.user)
+        return hub_http(self.tcp, f"client:{client.name}", self.tokens[client.user, "client"])
+
+    def dsh_stored_state(self) -> str:
+        computers, keys = self.store.dsh_rows()
+        return repr((computers, keys))
+
+    def dsh_tokens(self) -> set[str]:
+        return {a.saved.token for a in self.dsh_agents.agents.values() if a.saved is not None}
+
+    def _dsh_agent_event(self, name: str, event: str, fields: dict[str, Any]) -> None:
+        self.recorder.event(f"agent:{name}", event, fields)
 
     # --- history -----------------------------------------------------------------------
 

@@ -19,8 +19,18 @@ from tetherbed.simulator.checkers import (
     double_execution,
     exactly_one_answer,
     file_contents,
+    llm_streams,
     reconnect_after_fatal,
+    serial_io,
     single_owner,
+)
+from tetherbed.simulator.checkers.dsh import (
+    chunks,
+    executions,
+    install_url,
+    keys,
+    presence,
+    streams,
 )
 from tetherbed.simulator.checkers.verdict import Checker, Verdict
 from tetherbed.simulator.history import History
@@ -38,6 +48,15 @@ MODULES: dict[str, ModuleType] = {
         backoff_bounds,
         crossed_answers,
         file_contents,
+        llm_streams,
+        serial_io,
+        # dsh-computers (checkers/dsh/)
+        presence,
+        streams,
+        executions,
+        chunks,
+        keys,
+        install_url,
     )
 }
 CHECKERS: dict[str, Checker] = {name: module.check for name, module in MODULES.items()}

@@ -55,9 +55,12 @@ from tetherbed.simulator.checkers.evidence.records import (
 )
 from tetherbed.simulator.checkers.verdict import Findings, Verdict
 from tetherbed.simulator.history import History, Record
+from tetherbed.wire import serial_io
 from tetherbed.wire.catalog import RESPONSES
 
 NAME = "no_crossed_answers"
+#: The serial I/O extension's requests and their answers.
+_SERIAL_ANSWERS = {kind: frozenset({answer}) for kind, answer in serial_io.ANSWERS.items()}
 
 
 def check(
@@ -111,7 +114,7 @@ def _check_types(ops: list[Operation], findings: Findings) -> None:
     for op in ops:
         if op.outcome != "ok" or op.completion is None:
             continue
-        allowed = RESPONSES.get(op.kind)
+        allowed = RESPONSES.get(op.kind) or _SERIAL_ANSWERS.get(op.kind)
         answered = text(op.answer.get("type"))
         if allowed is None or answered is None or answered in allowed:
             continue

@@ -42,7 +42,9 @@ Sensors (`READ`): `temp` (°C, 2 decimals), `humidity` (%, 1 decimal), `uptime`
 integers 0-1023). Readings drift slowly with time plus a little noise from a
 seeded generator (`--seed`), so two devices with the same seed and clock
 answer alike. `SET temp 30.5` pins a reading until `SET temp auto` or
-`RESET`; `uptime` cannot be pinned.
+`RESET`; `uptime` cannot be pinned. A device may start with readings pinned
+(`--pin temp=30.5`, a scenario's `sensors:`): those are its defaults, which
+`RESET` and `auto` go back to.
 
 Settings (`SET`/`GET`): `led` (`0`/`1`, also `on`/`off`; default 0), `pwm`
 (integer 0-255; default 0), `label` (printable text up to 32 characters;
@@ -77,7 +79,7 @@ import sys
 import termios
 import time
 import tty
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 #: Longest accepted command line, in bytes, without its line ending.
@@ -121,7 +123,8 @@ class SerialDevice:
     """The device's protocol, sans I/O: feed it bytes, write back what it returns.
 
     `clock` gives seconds (monotonic); `seed` makes the sensor noise
-    reproducible.
+    reproducible; `pins` are readings pinned from the start (ValueError for
+    a sensor that cannot be pinned or a value out of its range).
     """
 
     def __init__(
@@ -130,10 +133,14 @@ class SerialDevice:
         *,
         clock: Callable[[], float] = time.monotonic,
         seed: int = 0,
+        pins: Mapping[str, float] | None = None,
     ) -> None:
         self.identity = identity or DeviceIdentity()
         self._clock = clock
         self._seed = seed
+        self._default_pins: dict[str, float] = {}
+        for sensor, value in (pins or {}).items():
+            self._default_pins[sensor] = pin_value(sensor, str(value))
         self._buffer = bytearray()
         self._discarding = False  # inside a line that is already too long
         self._after_cr = False  # the previous byte ended a line with CR
@@ -143,7 +150,7 @@ class SerialDevice:
         self._started = self._clock()
         self._rng = random.Random(self._seed)
         self.settings: dict[str, int | str] = {"led": 0, "pwm": 0, "label": ""}
-        self.pinned: dict[str, float] = {}
+        self.pinned: dict[str, float] = dict(self._default_pins)
 
     # --- framing -------------------------------------------------------------
 
@@ -276,15 +283,15 @@ class SerialDevice:
 
     def _pin(self, sensor: str, value: str) -> None:
         if value.lower() == "auto":
-            self.pinned.pop(sensor, None)
+            if sensor in self._default_pins:
+                self.pinned[sensor] = self._default_pins[sensor]
+            else:
+                self.pinned.pop(sensor, None)
             return
         try:
-            number = float(value)
-        except ValueError:
-            raise DeviceError("BAD_ARGUMENT", f"{sensor} is a number or auto") from None
-        if not math.isfinite(number) or (sensor.startswith("a") and not 0 <= number <= 1023):
-            raise DeviceError("BAD_ARGUMENT", f"{value[:32]!r} is out of range for {sensor}")
-        self.pinned[sensor] = number
+            self.pinned[sensor] = pin_value(sensor, value)
+        except ValueError as exc:
+            raise DeviceError("BAD_ARGUMENT", str(exc)) from None
 
     def _get(self, args: list[str]) -> str:
         if len(args) != 1:
@@ -299,6 +306,41 @@ class SerialDevice:
 
 def _error(code: str, message: str) -> str:
     return f"ERR {code} {message}"
+
+
+#: Sensors whose reading can be pinned (`uptime` counts time, it cannot).
+PINNABLE = tuple(s for s in SENSORS if s != "uptime")
+
+
+def pin_value(sensor: str, value: str) -> float:
+    """The number `value` pins `sensor` to; ValueError says why it cannot."""
+    if sensor not in PINNABLE:
+        raise ValueError(f"{sensor!r} cannot be pinned; sensors: {' '.join(PINNABLE)}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"{sensor} is a number or auto") from None
+    if not math.isfinite(number) or (sensor.startswith("a") and not 0 <= number <= 1023):
+        raise ValueError(f"{value[:32]!r} is out of range for {sensor}")
+    return number
+
+
+def pin_problem(sensor: str, value: object) -> str | None:
+    """Why `value` cannot pin `sensor` (None: it can)."""
+    try:
+        pin_value(sensor, str(value))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def reply(device: SerialDevice, data: bytes, *, baud: int | None, client_baud: int | None) -> bytes:
+    """What the device at `baud` sends back for `data` from a client whose end
+    is set to `client_baud` (None: unknown, taken to match): its answers, or at
+    another speed garbage, with the commands not run."""
+    if baud is not None and client_baud is not None and client_baud != baud:
+        return garble(data)
+    return device.receive(data)
 
 
 # --- I/O: the device on a tty ----------------------------------------------------
@@ -316,8 +358,47 @@ def open_port(path: str, *, nonblocking: bool = False) -> int:
     return fd
 
 
-def serve(path: str, device: SerialDevice) -> None:
-    """Answer commands on `path` until its other end goes away (EOF or EIO)."""
+def line_speed(path: str) -> int | None:
+    """The baud rate the client end of the port is set to (its termios), or None.
+
+    A pty carries bytes at any speed; reading the speed the client set on its
+    end is how the simulated device notices a mismatch."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        speed = termios.tcgetattr(fd)[5]  # ospeed, a termios.B* constant
+    except termios.error:
+        return None
+    finally:
+        os.close(fd)
+    return _BAUDS.get(speed)
+
+
+_BAUDS = {
+    getattr(termios, f"B{rate}"): rate
+    for rate in (300, 600, 1200, 2400, 4800, 9600, 19200, 38400, 57600, 115200, 230400)
+    if hasattr(termios, f"B{rate}")
+}
+#: The speeds a simulated device can run at (and tell a client's from).
+SPEEDS = tuple(sorted(_BAUDS.values()))
+
+
+def garble(data: bytes) -> bytes:
+    """What a UART at the wrong speed makes of `data`: framing errors, never a
+    line end (every byte has its high bit set), the same bytes for the same input."""
+    return bytes(((b * 7) ^ 0x5A) & 0xFF | 0x80 for b in data)
+
+
+def serve(
+    path: str, device: SerialDevice, *, baud: int | None = None, client_end: str | None = None
+) -> None:
+    """Answer commands on `path` until its other end goes away (EOF or EIO).
+
+    With `baud` and `client_end` (the port programs open), a client whose end
+    is set to another speed gets garbage back and its commands are not run,
+    as with a real device at the wrong baud rate."""
     fd = open_port(path)
     try:
         termios.tcflush(fd, termios.TCIFLUSH)
@@ -330,20 +411,29 @@ def serve(path: str, device: SerialDevice) -> None:
                 raise
             if not data:
                 return
-            reply = device.receive(data)
-            while reply:
-                reply = reply[os.write(fd, reply) :]
+            speed = line_speed(client_end) if baud is not None and client_end else None
+            answer = reply(device, data, baud=baud, client_baud=speed)
+            while answer:
+                answer = answer[os.write(fd, answer) :]
     finally:
         os.close(fd)
 
 
-def ask(path: str, lines: Sequence[str], *, timeout: float = 2.0) -> list[str]:
+def ask(
+    path: str, lines: Sequence[str], *, timeout: float = 2.0, baud: int | None = None
+) -> list[str]:
     """Send each line to the device on `path`; return its reply lines, in order.
 
-    Raises TimeoutError when a reply does not arrive within `timeout` seconds.
+    `baud` sets the port's speed first (a device served with `--baud` checks
+    it). Raises TimeoutError when a reply does not arrive within `timeout` seconds.
     """
     fd = open_port(path, nonblocking=True)
     try:
+        if baud is not None:
+            speed = getattr(termios, f"B{baud}")
+            attributes = termios.tcgetattr(fd)
+            attributes[4] = attributes[5] = speed
+            termios.tcsetattr(fd, termios.TCSANOW, attributes)
         # Drop whatever an earlier client left unread, so replies pair up.
         termios.tcflush(fd, termios.TCIFLUSH)
         replies: list[str] = []
@@ -380,16 +470,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--serial", default="SIM0001", help="serial number that ID? reports")
     run.add_argument("--model", default="sim-arduino")
     run.add_argument("--seed", type=int, default=0, help="seed of the sensor noise")
+    run.add_argument(
+        "--baud", type=int, default=None, help="the device's speed (with --client-end)"
+    )
+    run.add_argument(
+        "--client-end",
+        default=None,
+        help="the port programs open: at another speed than --baud they get garbage",
+    )
+    run.add_argument(
+        "--pin",
+        action="append",
+        default=[],
+        metavar="SENSOR=VALUE",
+        help="a reading pinned from the start, e.g. temp=30.5 (repeatable)",
+    )
     client = commands.add_parser("ask", help="send lines to the device at PORT, print replies")
     client.add_argument("port")
     client.add_argument("lines", nargs="+", metavar="LINE")
     client.add_argument("--timeout", type=float, default=2.0, help="seconds per reply")
+    client.add_argument("--baud", type=int, default=None, help="set the port's speed first")
     args = parser.parse_args(argv)
 
     if args.command == "serve":
-        device = SerialDevice(DeviceIdentity(serial=args.serial, model=args.model), seed=args.seed)
+        pins: dict[str, float] = {}
+        for item in args.pin:
+            sensor, sep, value = item.partition("=")
+            if not sep:
+                parser.error(f"--pin {item!r}: expected SENSOR=VALUE")
+            try:
+                pins[sensor.lower()] = pin_value(sensor.lower(), value)
+            except ValueError as exc:
+                parser.error(f"--pin {item!r}: {exc}")
+        identity = DeviceIdentity(serial=args.serial, model=args.model)
+        device = SerialDevice(identity, seed=args.seed, pins=pins)
         try:
-            serve(args.port, device)
+            serve(args.port, device, baud=args.baud, client_end=args.client_end)
         except KeyboardInterrupt:
             return 0
         except OSError as exc:
@@ -398,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"serial_device: {args.port}: the other end closed", file=sys.stderr)
         return 1
     try:
-        for reply in ask(args.port, args.lines, timeout=args.timeout):
+        for reply in ask(args.port, args.lines, timeout=args.timeout, baud=args.baud):
             print(reply)
     except (OSError, TimeoutError) as exc:
         print(f"serial_device: {args.port}: {exc}", file=sys.stderr)

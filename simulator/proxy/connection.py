@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from tetherbed.simulator.proxy.addresses import format_address
 from tetherbed.simulator.proxy.chain import ToxicChain
 from tetherbed.simulator.proxy.events import Signal
+from tetherbed.simulator.proxy.http.session import HttpSession, Replay, ResetConnection
 from tetherbed.simulator.proxy.pump import DirectionPump
 from tetherbed.simulator.proxy.streams import DOWNSTREAM, STREAMS, UPSTREAM, Stream
 from tetherbed.simulator.proxy.ws.handshake import MAX_HEAD
@@ -33,7 +34,6 @@ from tetherbed.simulator.proxy.ws.session import (
     SessionAction,
     WsSession,
 )
-from tetherbed.simulator.wiretap.stream import StreamTap
 
 if TYPE_CHECKING:
     from tetherbed.simulator.proxy.proxy import FaultProxy
@@ -72,7 +72,7 @@ class ProxiedConnection:
         self._writers: dict[Stream, asyncio.StreamWriter] = {}
         self._chains: dict[Stream, ToxicChain] = {}
         self._pumps: dict[Stream, DirectionPump] = {}
-        self._session: WsSession | None = None
+        self._session: WsSession | HttpSession | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._timers: set[asyncio.TimerHandle] = set()
         self._partition_timer: asyncio.TimerHandle | None = None
@@ -82,7 +82,7 @@ class ProxiedConnection:
         self._dialable = asyncio.Event()
         self._was_reset = False
         wire = proxy.wire
-        self._tap = StreamTap(wire.connect(proxy.wire_clock())) if wire is not None else None
+        self._tap = wire.stream_tap(proxy.wire_clock()) if wire is not None else None
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -129,7 +129,9 @@ class ProxiedConnection:
             chain = ToxicChain(pump.put, rng=self._rng, call_at=self._call_at, clock=self._now)
             chain.sync(self._proxy.toxics_for(stream))
             self._chains[stream] = chain
-        if self._proxy.websocket:
+        if self._proxy.http:
+            self._session = HttpSession(self._proxy.http_rules)
+        elif self._proxy.websocket:
             self._session = WsSession(
                 self._proxy.rules,
                 self._rng,
@@ -175,7 +177,7 @@ class ProxiedConnection:
         if self._tap is not None:
             self._tap.end("reset" if self._was_reset else "closed", self._proxy.wire_clock())
 
-    async def _record_unreachable(self, tap: StreamTap) -> None:
+    async def _record_unreachable(self, tap: Any) -> None:
         """Record what the connecting side asked for before it is turned away."""
         with contextlib.suppress(OSError, TimeoutError):
             async with asyncio.timeout(UNREACHABLE_READ):
@@ -275,7 +277,7 @@ class ProxiedConnection:
         else:
             self._chains[stream].feed(data, self._now())
 
-    def _apply(self, actions: list[SessionAction]) -> None:
+    def _apply(self, actions: list[SessionAction] | list[Any]) -> None:
         now = self._now()
         for action in actions:
             match action:
@@ -285,6 +287,12 @@ class ProxiedConnection:
                     self._chains[stream].feed(Signal.EOF, now)
                 case CallAt(when, token):
                     self._call_at(when, lambda token=token: self._on_timer(token))
+                case ResetConnection(reason):
+                    log.debug("%s %s: reset: %s", self._proxy.name, self.client, reason)
+                    self.reset()
+                    return
+                case Replay(data, delay):
+                    self._proxy.replay(data, delay)
                 case EndConnection(reason):
                     log.debug("%s %s: ending: %s", self._proxy.name, self.client, reason)
                     for chain in self._chains.values():

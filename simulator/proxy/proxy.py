@@ -25,6 +25,8 @@ from typing import Any
 from tetherbed.simulator.proxy import errors
 from tetherbed.simulator.proxy.addresses import format_address, parse_address
 from tetherbed.simulator.proxy.connection import ProxiedConnection
+from tetherbed.simulator.proxy.http.replay import replay_request
+from tetherbed.simulator.proxy.http.rules import HttpRule, HttpRuleBook
 from tetherbed.simulator.proxy.partition import Partition, Partitions
 from tetherbed.simulator.proxy.streams import Stream, select_streams
 from tetherbed.simulator.proxy.toxics import Toxic
@@ -51,6 +53,7 @@ class FaultProxy:
         listen_ssl: ssl.SSLContext | None = None,
         upstream_ssl: ssl.SSLContext | None = None,
         upstream_hostname: str | None = None,
+        http: bool = False,
     ) -> None:
         """`rng` drives every random choice (toxicity, jitter, slice sizes); seed it
         to reproduce them. `websocket` turns on frame parsing after an HTTP upgrade;
@@ -62,7 +65,11 @@ class FaultProxy:
         terminates TLS toward the connecting side; `upstream_ssl` originates TLS
         toward the upstream (verifying `upstream_hostname`): with both, the
         proxy reads and records a `wss://` link; with only the second, the
-        connecting side speaks plain `ws://` to the proxy."""
+        connecting side speaks plain `ws://` to the proxy.
+
+        `http` reads every connection as HTTP/1.1 instead (an SSE agent's
+        link), so that HTTP rules (`add_http_rule`) can drop or replay whole
+        requests and responses."""
         self.name = name
         self._listen = parse_address(listen, "listen")
         self.upstream_address = parse_address(upstream, "upstream")
@@ -77,6 +84,8 @@ class FaultProxy:
         self.upstream_hostname = upstream_hostname
         self.partitions = Partitions()
         self.rules = RuleBook()
+        self.http = http
+        self.http_rules = HttpRuleBook()
         self._rng = rng if rng is not None else random.Random()
         self._toxics: list[Toxic] = []
         self._server: asyncio.Server | None = None
@@ -264,6 +273,35 @@ class FaultProxy:
     def remove_rule(self, name: str) -> None:
         self.rules.remove(name)
 
+    # -- HTTP faults (an `http` proxy) -----------------------------------------
+
+    def add_http_rule(self, rule: HttpRule | Mapping[str, Any]) -> HttpRule:
+        """Add an HTTP rule, e.g. `add_http_rule({"action": "drop_response",
+        "path": "/agent/results", "count": 1})` (see `http/rules.py`)."""
+        if not self.http:
+            raise errors.BadRequest(f"proxy {self.name} does not read HTTP (create it with http)")
+        return self.http_rules.add(rule)
+
+    def replay(self, data: bytes, delay: float) -> None:
+        """Send a copy of a request to the upstream `delay` seconds from now, on a
+        connection of its own, and read its answer into the void."""
+
+        def start() -> None:
+            host, port = self.upstream_address
+            hostname = self.upstream_hostname if self.upstream_ssl is not None else None
+            task = asyncio.ensure_future(
+                replay_request(
+                    lambda: asyncio.open_connection(
+                        host, port, ssl=self.upstream_ssl, server_hostname=hostname
+                    ),
+                    data,
+                )
+            )
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        asyncio.get_running_loop().call_later(delay, start)
+
     def inject_close(self, toward: str = "client", code: int = 1000, reason: str = "") -> int:
         """Send a Close frame toward `client`, `server` or `both` on every open
         WebSocket (see `WsSession.inject_close`); returns how many were affected."""
@@ -277,6 +315,7 @@ class FaultProxy:
     def reset_faults(self) -> None:
         """Remove every toxic and rule and heal every partition (part of POST /reset)."""
         self.rules.clear()
+        self.http_rules.clear()
         self.partitions.heal("both")
         self._partitions_changed()
         self.clear_toxics()

@@ -4,7 +4,9 @@ One <testsuite> per backend (a backend run: every scenario that ran on it),
 one <testcase> per scenario run (with its seed in the name when there is
 one). A failing checker becomes a <failure> whose message lists the failing
 checkers' summaries and whose text quotes their evidence; a runner error or
-a crashed checker becomes an <error>. A checker that had no evidence
+a crashed checker becomes an <error>; a scenario that does not apply to the
+target (a third-party part did not negotiate an extension it needs) is
+<skipped> with the reason. A checker that had no evidence
 (unknown) is a `unknown.<checker>` property of its test case and a line of
 its <system-out>; with `--strict` it is a <failure> as well. The replay
 command goes to <system-out>, where CI shows it next to the failure.
@@ -63,6 +65,7 @@ def write_junit(path: Path | str, runs: Sequence[RunResult], name: str = "tether
 def _suite(root: ET.Element, name: str, backend: str, runs: list[RunResult]) -> ET.Element:
     failures = sum(1 for r in runs if r.verdict == "fail")
     errors = sum(1 for r in runs if r.verdict == "error")
+    skipped = sum(1 for r in runs if r.verdict == "not_applicable")
     suite = ET.SubElement(
         root,
         "testsuite",
@@ -70,7 +73,7 @@ def _suite(root: ET.Element, name: str, backend: str, runs: list[RunResult]) -> 
         tests=str(len(runs)),
         failures=str(failures),
         errors=str(errors),
-        skipped="0",
+        skipped=str(skipped),
         time=f"{sum(max(r.seconds, 0.0) for r in runs):.3f}",
     )
     properties = ET.SubElement(suite, "properties")
@@ -103,6 +106,9 @@ def _case(suite: ET.Element, name: str, run: RunResult) -> None:
         failure = ET.SubElement(case, "failure", message=clean(_first_line(message)), type=kind)
         details = ([run.failure] if run.failure else []) + [_describe(v) for v in failed]
         failure.text = clean("\n\n".join(details) or message)
+    elif run.verdict == "not_applicable":
+        why = run.inapplicable or "not applicable to this target"
+        ET.SubElement(case, "skipped", message=clean(_first_line(f"not applicable: {why}")))
     unknown = run.unknown_checkers
     if unknown:
         properties = ET.SubElement(case, "properties")

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from tetherbed.simulator.checkers.verdict import Verdict
 
-RunVerdict = Literal["pass", "fail", "error"]
+RunVerdict = Literal["pass", "fail", "error", "not_applicable"]
 FORMAT = "tetherbed-results/1"
 
 
@@ -42,6 +42,8 @@ class RunResult:
     strict: bool = False
     #: The expect or assert step that did not hold (the run failed there).
     failure: str | None = None
+    #: Why the scenario does not apply to the target (verdict not_applicable).
+    inapplicable: str | None = None
 
     @property
     def failed_checkers(self) -> list[Verdict]:
@@ -82,6 +84,7 @@ class RunResult:
             "history_path": self.history_path,
             "not_applicable": self.not_applicable,
             "strict": self.strict,
+            "inapplicable": self.inapplicable,
         }
 
     @classmethod
@@ -100,6 +103,7 @@ class RunResult:
             history_path=data.get("history_path"),
             not_applicable=int(data.get("not_applicable", 0)),
             strict=bool(data.get("strict", False)),
+            inapplicable=data.get("inapplicable"),
         )
 
 
@@ -109,15 +113,21 @@ def overall_verdict(
     *,
     failure: str | None = None,
     strict: bool = False,
+    inapplicable: str | None = None,
 ) -> RunVerdict:
     """error when the run could not be judged (the runner or a checker broke),
     fail when an expect/assert step did not hold or a checker found the history
-    broken (or, with `strict`, could not decide: unknown), else pass."""
+    broken, not_applicable when the scenario turned out not to apply to the
+    target (`inapplicable` says why: neither a pass nor a failure, and checkers
+    without evidence do not fail it under `strict`), fail under `strict` when a
+    checker could not decide (unknown), else pass."""
     verdicts = list(verdicts)
     if error is not None or any(v.error is not None for v in verdicts):
         return "error"
     if failure is not None or any(v.failed for v in verdicts):
         return "fail"
+    if inapplicable is not None:
+        return "not_applicable"
     if strict and any(v.unknown for v in verdicts):
         return "fail"
     return "pass"
@@ -134,6 +144,9 @@ def counts(runs: Sequence[RunResult]) -> dict[str, int]:
     for run in runs:
         if run.verdict in found:
             found[run.verdict] += 1
+    inapplicable = sum(1 for run in runs if run.verdict == "not_applicable")
+    if inapplicable:  # only then: the summary of runs that all applied stays as it was
+        found["not_applicable"] = inapplicable
     return found
 
 

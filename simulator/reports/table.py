@@ -16,7 +16,12 @@ from typing import TextIO
 from tetherbed.simulator.reports.results import RunResult, counts, sort_key
 
 HEADERS = ("scenario", "backend", "verdict", "seconds", "seed")
-_COLOURS = {"pass": "\x1b[32m", "fail": "\x1b[31m", "error": "\x1b[35m"}
+_COLOURS = {
+    "pass": "\x1b[32m",
+    "fail": "\x1b[31m",
+    "error": "\x1b[35m",
+    "not_applicable": "\x1b[33m",
+}
 _BOLD, _RESET = "\x1b[1m", "\x1b[0m"
 
 
@@ -51,9 +56,10 @@ def render_table(runs: Sequence[RunResult], *, colour: bool = False) -> str:
         out.append(line(row, _COLOURS.get(row[2], "") if colour else ""))
     total = counts(ordered)
     out.append("")
+    inapplicable = total.get("not_applicable", 0)
     out.append(
         f"{total['runs']} run(s): {total['pass']} pass, {total['fail']} fail, "
-        f"{total['error']} error"
+        f"{total['error']} error" + (f", {inapplicable} not applicable" if inapplicable else "")
     )
     undecided = [run for run in ordered if run.unknown_checkers]
     if undecided:
@@ -69,7 +75,13 @@ def render_table(runs: Sequence[RunResult], *, colour: bool = False) -> str:
             f"Not applicable to this target: {skipped} reference-only step(s) "
             f"in {sum(1 for r in ordered if r.not_applicable)} run(s)"
         )
-    broken = [run for run in ordered if run.verdict != "pass"]
+    outside = [run for run in ordered if run.verdict == "not_applicable"]
+    if outside:
+        out.append("")
+        out.append("Not applicable to this target (neither a pass nor a failure):")
+        for run in outside:
+            out.append(f"  {run.scenario} [{run.backend}]: {_first(run.inapplicable)}")
+    broken = [run for run in ordered if run.verdict not in ("pass", "not_applicable")]
     if broken:
         out.append("")
         out.append("To replay:")
@@ -91,6 +103,11 @@ def wants_colour(stream: TextIO) -> bool:
         return False
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
+
+
+def _first(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[0] if lines else "not applicable"
 
 
 def _cause(run: RunResult) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from tetherbed.simulator.scenario import schema
+from tetherbed.simulator.scenario import dsh, schema
 from tetherbed.simulator.scenario.model import (
     AgentSpec,
     ClientSpec,
@@ -27,6 +27,7 @@ from tetherbed.simulator.scenario.model import (
     Step,
     Topology,
 )
+from tetherbed.simulator.scenario.ports import check_plugging, resolve_port
 from tetherbed.simulator.validation import Context, SchemaError, Where
 
 ScenarioError = SchemaError
@@ -91,11 +92,14 @@ def parse(data: Any, path: Path | None = None, backend: str | None = None) -> Sc
     # A scenario that does not run on this backend is skipped, not refused.
     on = backend if backend in backends else None
     topology = check_topology(top["topology"], where.key("topology"), on)
-    context = context_of(topology, on)
+    context = context_of(topology, on, keys=dsh.created_keys(top["steps"]))
     steps = []
     for index, raw in enumerate(top["steps"], 1):
         kind, args = schema.STEP.check(raw, where.at_step(index, None), context)
+        args = resolve_port(kind, args, topology, where.at_step(index, kind))
         steps.append(Step(index, kind, args))
+    check_plugging(steps, where.file)
+    dsh.check_order([(s.kind, s.args) for s in steps], topology, where)
     return Scenario(
         name=top["name"],
         path=path,
@@ -110,18 +114,23 @@ def parse(data: Any, path: Path | None = None, backend: str | None = None) -> Sc
     )
 
 
-def context_of(topology: Topology, backend: str | None) -> Context:
+def context_of(
+    topology: Topology, backend: str | None, *, keys: list[str] | None = None
+) -> Context:
+    """What a step's references resolve against. `keys`: the ids of the file's
+    create_key steps (None: any, as for a step given on its own)."""
     agents = list(topology.agents)
-    return Context(
-        backend,
-        {
-            "agents": agents,
-            "clients": list(topology.clients),
-            "nodes": ["hub", *agents],
-            "sessions": topology.sessions(),
-            "checkers": schema.CHECKER_NAMES,
-        },
-    )
+    names: dict[str, list[str] | tuple[str, ...]] = {
+        "agents": agents,
+        "clients": list(topology.clients),
+        "nodes": ["hub", *agents],
+        "sessions": topology.sessions(),
+        "checkers": schema.CHECKER_NAMES,
+        **dsh.context_names(topology),
+    }
+    if keys is not None:
+        names["keys"] = keys
+    return Context(backend, names)
 
 
 def check_topology(raw: Any, where: Where, backend: str | None = None) -> Topology:
@@ -133,14 +142,16 @@ def check_topology(raw: Any, where: Where, backend: str | None = None) -> Topolo
         agents[name] = AgentSpec(
             name=name,
             machine=machine,
-            session=spec["session"],
+            session=spec.get("session"),
             user=spec["user"],
             root=spec.get("root") or machine,
             options=dict(spec["options"]),
             command=list(spec["command"]) if "command" in spec else None,
+            transport=spec["transport"],
+            token_of=spec.get("token_of"),
         )
     clients = {
-        name: ClientSpec(name, spec["session"], spec["user"])
+        name: ClientSpec(name, spec.get("session"), spec["user"], spec["api"])
         for name, spec in checked["clients"].items()
     }
     return Topology(HubSpec(options=dict(hub["options"]), url=hub.get("url")), agents, clients)
@@ -149,7 +160,7 @@ def check_topology(raw: Any, where: Where, backend: str | None = None) -> Topolo
 def check_step(kind: str, args: Any, topology: Topology, backend: str | None, where: Where) -> Any:
     """One step's argument, checked as it would be in a file (for `Testbed`)."""
     _, checked = schema.STEP.check({kind: args}, where, context_of(topology, backend))
-    return checked
+    return resolve_port(kind, checked, topology, where)
 
 
 def check_agent_options(options: Mapping[str, Any], where: Where) -> dict[str, Any]:

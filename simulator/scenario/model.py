@@ -14,28 +14,55 @@ class HubSpec:
     url: str | None = None
 
 
+#: An agent's protocol: the local-executor WebSocket, or dsh-computers' SSE + HTTP.
+WEBSOCKET, SSE = "websocket", "sse"
+TRANSPORTS = (WEBSOCKET, SSE)
+#: A client's API: a local-executor session, or dsh-computers' browser API and model tools.
+LOCAL_EXECUTOR, DSH = "local-executor", "dsh"
+CLIENT_APIS = (LOCAL_EXECUTOR, DSH)
+
+
 @dataclass(frozen=True)
 class AgentSpec:
     name: str
     machine: str
-    session: str
+    #: The session it serves (WebSocket agents; None for SSE agents).
+    session: str | None
     user: str = "alice"
     #: The machine's folder; agents of one machine share it by default.
     root: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     #: A third-party agent command to run instead of the reference agent.
     command: list[str] | None = None
+    transport: str = WEBSOCKET
+    #: SSE agents: start with this other agent's saved connection (its token).
+    token_of: str | None = None
 
     @property
     def shell(self) -> bool:
         return bool(self.options.get("shell", False))
 
+    @property
+    def serial_ports(self) -> dict[str, dict[str, Any]]:
+        """Its machine's virtual serial ports (`options.serial`): name → device."""
+        return dict(self.options.get("serial") or {})
+
+    @property
+    def sse(self) -> bool:
+        return self.transport == SSE
+
 
 @dataclass(frozen=True)
 class ClientSpec:
     name: str
-    session: str
+    #: The session it talks to (local-executor clients; None for dsh clients).
+    session: str | None = None
     user: str = "alice"
+    api: str = LOCAL_EXECUTOR
+
+    @property
+    def dsh(self) -> bool:
+        return self.api == DSH
 
 
 @dataclass(frozen=True)
@@ -50,8 +77,8 @@ class Topology:
         return self.agents[name]
 
     def sessions(self) -> list[str]:
-        found = [a.session for a in self.agents.values()]
-        found += [c.session for c in self.clients.values()]
+        found = [a.session for a in self.agents.values() if a.session is not None]
+        found += [c.session for c in self.clients.values() if c.session is not None]
         return list(dict.fromkeys(found))
 
 

@@ -21,6 +21,9 @@ from tetherbed.hub.config import HUB_DEFECTS, OwnershipPolicy
 from tetherbed.simulator.checkers import CHECKERS, checker_options
 from tetherbed.simulator.faults import FAULT_KINDS
 from tetherbed.simulator.history import EVENTS
+from tetherbed.simulator.peripherals.llm_server.config import FAILURE_MODES
+from tetherbed.simulator.peripherals.serial_device import PINNABLE, SPEEDS, pin_problem
+from tetherbed.simulator.scenario import dsh
 from tetherbed.simulator.validation import (
     Anything,
     Boolean,
@@ -42,6 +45,7 @@ from tetherbed.simulator.validation import (
     Where,
     seconds,
 )
+from tetherbed.wire import serial_io
 from tetherbed.wire.codes import ErrorCode, ExtensionCode
 from tetherbed.wire.messages import MessageType
 
@@ -62,12 +66,21 @@ DEFAULT_CHECKERS = (
     "file_contents",
 )
 
-MESSAGE_TYPES = tuple(t.value for t in MessageType)
-ERROR_CODES = tuple(c.value for c in ErrorCode) + tuple(c.value for c in ExtensionCode)
+#: The spec's message types and those of Tetherbed's serial I/O extension.
+MESSAGE_TYPES = tuple(t.value for t in MessageType) + tuple(
+    t.value for t in serial_io.SerialMessageType
+)
+ERROR_CODES = (
+    tuple(c.value for c in ErrorCode)
+    + tuple(c.value for c in ExtensionCode)
+    + tuple(c.value for c in serial_io.SerialErrorCode)
+    + dsh.ERROR_CODES
+)
 EVENT_NAMES = tuple(sorted({name for names in EVENTS.values() for name in names}))
 
 _AGENT = Ref("agents", "declared agent")
 _CLIENT = Ref("clients", "declared client")
+_SESSION_CLIENT = Ref("session_clients", "declared client")  # of a session, not api: dsh
 _NODE = Ref("nodes", "node (the hub or a declared agent)")
 _WITHIN = Field(seconds(exclusive=True), doc="how long to wait (backend seconds; default 30)")
 _FIELDS = Field(Anything(mapping=True), doc="fields the record's value must have")
@@ -100,6 +113,7 @@ HUB_OPTIONS = Record(
         "ownership": Field(Text(tuple(p.value for p in OwnershipPolicy))),
         "protocol_version": Field(Text()),
         "defects": Field(ListOf(Text(tuple(sorted(HUB_DEFECTS))))),
+        "dsh": Field(dsh.HUB_OPTIONS, doc="the dsh-computers routes' options"),
         # For a third-party hub (hub.url): {user: {agent: TOKEN, client: TOKEN}}.
         "tokens": Field(
             MapOf(Record({"agent": Field(Text(), True), "client": Field(Text(), True)})),
@@ -109,6 +123,79 @@ HUB_OPTIONS = Record(
     noun="hub options",
 )
 
+#: `agents.NAME.options.llm`: the machine's Ollama-compatible server
+#: (`tetherbed llm-server`; in process on sim), given to the agent as its
+#: `--ollama-url`. The keys are LlmServerConfig's.
+LLM_OPTIONS = Record(
+    {
+        "models": Field(ListOf(Text(), nonempty=True)),
+        "seed": Field(Integer()),
+        "latency_ms": Field(Number()),
+        "load_ms": Field(Number()),
+        "tokens_per_second": Field(Number()),
+        "max_output_tokens": Field(Integer(minimum=1)),
+        "fail_rate": Field(Number()),
+        "fail_mode": Field(Text(FAILURE_MODES)),
+        "fail_models": Field(ListOf(Text())),
+        "missing_models": Field(ListOf(Text())),
+        "parallel": Field(Integer(minimum=1)),
+        "max_queue": Field(Integer(minimum=0)),
+        "reachable": Field(Boolean(), doc="false: nothing listens (a backend that is down)"),
+    },
+    noun="local LLM server options",
+)
+
+
+class _PortName(Spec):
+    """A serial port's name (`ttyTB0`): letters, digits, `_`, `-` and `.`, as a
+    file name of its own (the backends make the port at a path ending in it)."""
+
+    def check(self, value: Any, where: Where, context: Any) -> Any:
+        if (
+            not isinstance(value, str)
+            or not value
+            or len(value) > 32
+            or value.startswith(".")
+            or not all(c.isascii() and (c.isalnum() or c in "_-.") for c in value)
+        ):
+            raise SchemaError(where, f"expected {self.describe()}, got {value!r}")
+        return value
+
+    def describe(self) -> str:
+        return "a port name (letters, digits, _ - ., at most 32, e.g. ttyTB0)"
+
+
+def _pins_in_range(sensors: dict[str, Any], where: Where) -> None:
+    for sensor, value in sensors.items():
+        problem = pin_problem(sensor, value)
+        if problem:
+            raise SchemaError(where.key(sensor), problem)
+
+
+#: `agents.NAME.options.serial.PORT`: a virtual serial port of the agent's
+#: machine with a simulated device on its far end (its speed and answers).
+SERIAL_DEVICE = Record(
+    {
+        "baud": Field(
+            OneOf(tuple(Literal(speed) for speed in SPEEDS)),
+            default=9600,
+            doc="the device's speed: a client at another speed gets garbage",
+        ),
+        "serial": Field(Text(), doc="the serial number `ID?` answers (default MACHINE-PORT)"),
+        "model": Field(Text(), doc="the model `ID?` answers (default sim-arduino)"),
+        "seed": Field(Integer(), doc="seed of the sensors' noise"),
+        "sensors": Field(
+            Record(
+                {sensor: Field(Number()) for sensor in PINNABLE},
+                noun="readings pinned from the start",
+                rules=(_pins_in_range,),
+            ),
+            doc="readings pinned from the start ({temp: 30.5}); READ answers them",
+        ),
+    },
+    noun="a simulated serial device",
+)
+
 AGENT_OPTIONS = Record(
     {
         "shell": Field(Boolean()),
@@ -116,11 +203,20 @@ AGENT_OPTIONS = Record(
         "protocol_version": Field(Text()),
         "defects": Field(ListOf(Text(tuple(sorted(AGENT_DEFECTS))))),
         "files": Field(MapOf(Text(nonempty=False)), doc="initial files: {path: content}"),
+        "llm": Field(
+            LLM_OPTIONS,
+            doc="a local Ollama-compatible server for this agent",
+            backends=frozenset({"sim", "process"}),
+        ),
+        "serial": Field(
+            MapOf(SERIAL_DEVICE, key=_PortName()),
+            doc="virtual serial ports of the machine, each with a simulated device",
+        ),
     },
     noun="agent options",
 )
 
-AGENT = Record(
+WEBSOCKET_AGENT = Record(
     {
         "machine": Field(Text()),
         "session": Field(Text(), required=True),
@@ -131,10 +227,24 @@ AGENT = Record(
     },
     noun="an agent",
 )
+AGENT = Switch(
+    "transport",
+    {"websocket": WEBSOCKET_AGENT, "sse": dsh.AGENT},
+    backends={"sse": dsh.BACKENDS},
+    default="websocket",
+    noun="transport",
+)
 
-CLIENT = Record(
+SESSION_CLIENT = Record(
     {"session": Field(Text(), required=True), "user": Field(Text(), default="alice")},
     noun="a client",
+)
+CLIENT = Switch(
+    "api",
+    {"local-executor": SESSION_CLIENT, "dsh": dsh.CLIENT},
+    backends={"dsh": dsh.BACKENDS},
+    default="local-executor",
+    noun="api",
 )
 
 
@@ -167,7 +277,7 @@ TOPOLOGY = Record(
         "clients": Field(MapOf(CLIENT), default={}),
     },
     noun="a topology with hub, agents, clients",
-    rules=(_names_are_distinct,),
+    rules=(_names_are_distinct, dsh.check_topology_references),
 )
 
 
@@ -232,6 +342,7 @@ EXPECT = ByKey(
             },
             noun="an event",
         ),
+        "computer": dsh.EXPECT_PRESENCE,
     }
 )
 
@@ -293,8 +404,68 @@ ASSERT = ByKey(
                 "reference_only": _REFERENCE_ONLY,
             }
         ),
+        "credentials_stored": dsh.ASSERT_CREDENTIALS,
     }
 )
+
+# --- serial ports (Tetherbed's serial I/O extension) ---------------------------------
+
+_PORT = Field(
+    _PortName(), required=True, doc="a port the agent declares in options.serial (by name)"
+)
+PLUGGING = Record({"agent": Field(_AGENT, required=True), "port": _PORT}, noun="a serial port")
+
+
+def _serial_request(noun: str, fields: dict[str, Field]) -> Record:
+    """A client's SERIAL_* request on a declared port: the hub relays it to the
+    agent serving the client's session. `agent` names whose port when more than
+    one agent of the session declares one of that name. Values go out as they
+    are given (a test may send one the agent must refuse); only the fields
+    given are sent, with the port's path filled in."""
+    return Record(
+        {
+            "client": Field(_CLIENT, required=True),
+            "id": Field(Text(), required=True, doc="refers to the answer in `expect`"),
+            "port": _PORT,
+            "agent": Field(_AGENT),
+            **fields,
+        },
+        noun=noun,
+    )
+
+
+_ENCODING = Field(Text(("utf-8", "base64")))
+#: Each client step of the serial extension → its request's message type.
+SERIAL_STEPS = {
+    "serial_open": "SERIAL_OPEN",
+    "serial_write": "SERIAL_WRITE",
+    "serial_read": "SERIAL_READ",
+    "serial_close": "SERIAL_CLOSE",
+}
+SERIAL_REQUESTS: Mapping[str, Record] = {
+    "serial_open": _serial_request(
+        "SERIAL_OPEN",
+        {
+            "baud_rate": Field(Integer()),
+            "bytesize": Field(Integer()),
+            "parity": Field(Text(("none", "even", "odd", "mark", "space"))),
+            "stopbits": Field(Number()),
+        },
+    ),
+    "serial_write": _serial_request(
+        "SERIAL_WRITE", {"data": Field(Text(nonempty=False), required=True), "encoding": _ENCODING}
+    ),
+    "serial_read": _serial_request(
+        "SERIAL_READ",
+        {
+            "max_bytes": Field(Integer()),
+            "timeout_ms": Field(Integer()),
+            "until": Field(Text()),
+            "encoding": _ENCODING,
+        },
+    ),
+    "serial_close": _serial_request("SERIAL_CLOSE", {}),
+}
 
 #: Every step: its name → the spec of its argument.
 STEPS: Mapping[str, Spec] = {
@@ -306,11 +477,11 @@ STEPS: Mapping[str, Spec] = {
     "resume": _NODE,
     "partition": Record({"agent": Field(_AGENT, required=True), "direction": _DIRECTION}),
     "heal": ONE_AGENT_OR_ALL,
-    "fault": FAULT,
+    "fault": dsh.OnTheRightLink(FAULT),
     "clear": ONE_AGENT_OR_ALL,
     "send": Record(
         {
-            "client": Field(_CLIENT, required=True),
+            "client": Field(_SESSION_CLIENT, required=True),
             "id": Field(Text(), required=True, doc="refers to the answer in `expect`"),
             "type": Field(Text(MESSAGE_TYPES), required=True),
             "payload": Field(Anything(mapping=True), default={}),
@@ -321,6 +492,10 @@ STEPS: Mapping[str, Spec] = {
     "assert": ASSERT,
     "revoke": Ref("sessions", "session of a declared agent or client"),
     "note": Text(),
+    "unplug": PLUGGING,
+    "plug": PLUGGING,
+    **SERIAL_REQUESTS,
+    **dsh.STEPS,
 }
 STEP = Tagged(STEPS)
 

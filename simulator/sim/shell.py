@@ -51,7 +51,7 @@ async def run_sim_command(
     started = clock.monotonic()
     script = shlex.join(request.argv) if request.argv is not None else request.command or ""
     try:
-        code = await asyncio.wait_for(_run_script(script, cwd, out, err), timeout)
+        code = await asyncio.wait_for(run_script(script, cwd, out, err), timeout)
         timed_out = False
     except TimeoutError:
         code, timed_out = -1, True
@@ -65,7 +65,9 @@ async def run_sim_command(
     )
 
 
-async def _run_script(script: str, cwd: str, out: list[str], err: list[str]) -> int:
+async def run_script(script: str, cwd: str, out: list[str], err: list[str]) -> int:
+    """Run `script` in `cwd`; what it prints is appended to `out` and `err`
+    as it is printed (a list whose `append` streams it elsewhere streams it)."""
     code = 0
     try:
         for chain in script.split(";"):

@@ -15,6 +15,8 @@ of a scenario:
 | `{shell_flag}` | `shell_flag` (default `--enable-shell`) if the shell is on, else nothing |
 | `{max_concurrent}` | the scenario's `max_concurrent` (default 4) |
 | `{protocol_version}` | the protocol version it should claim (default `1.1`) |
+| `{ollama_url}` | the agent's local LLM server (`options.llm`), else empty |
+| `{serial_ports}` | its virtual serial ports (`options.serial`): `PATH=DESC,...`, else empty |
 
 The same placeholders work in `env`. The token is also always in the
 environment as `TETHERBED_AGENT_TOKEN`. Tetherbed's own agent is the default
@@ -48,6 +50,8 @@ PLACEHOLDERS = (
     "shell_flag",
     "max_concurrent",
     "protocol_version",
+    "ollama_url",
+    "serial_ports",
 )
 DEFAULT_SHELL_FLAG = "--enable-shell"
 

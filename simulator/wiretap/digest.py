@@ -28,3 +28,8 @@ def payload_digest(payload: bytes) -> str:
 def value_digest(value: object) -> str:
     """The digest of an already decoded payload (what `payload_digest` gives its JSON)."""
     return hashlib.sha256(msgspec.json.encode(value, order="sorted")).hexdigest()[:DIGEST_LENGTH]
+
+
+def data_digest(data: bytes) -> str:
+    """The digest of raw bytes (command output, a chunk's data), never reinterpreted."""
+    return hashlib.sha256(data).hexdigest()[:DIGEST_LENGTH]

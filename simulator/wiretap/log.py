@@ -55,6 +55,12 @@ class WireLog:
         connection.emit(r.CONNECT, {}, now)
         return connection
 
+    def stream_tap(self, now: float) -> Any:
+        """A byte-stream reader for a new connection (what the proxy feeds)."""
+        from tetherbed.simulator.wiretap.stream import StreamTap
+
+        return StreamTap(self.connect(now))
+
 
 class WireConnection:
     def __init__(self, log: WireLog, conn: str) -> None:

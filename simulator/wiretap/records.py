@@ -36,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tetherbed.wire import serial_io
+
 #: The process name of a node's recorded link.
 PREFIX = "wire:"
 
@@ -53,8 +55,13 @@ EVENTS = (CONNECT, UPGRADE, REQUEST, RESPONSE, OPEN, REFUSED, UNREACHABLE, FRAME
 
 UP, DOWN = "up", "down"
 
-#: Frames whose payload the record keeps (the rest: type, id, size, digest).
-PAYLOAD_KEPT = frozenset({"HELLO", "HELLO_ACK", "SESSION_REVOKED", "ERROR", "STATUS"})
+#: Frames whose payload the record keeps (the rest: type, id, size, digest):
+#: those of the serial I/O extension too, small but for their data (cut to
+#: TEXT_KEPT), so the port each one names can be followed.
+PAYLOAD_KEPT = frozenset(
+    {"HELLO", "HELLO_ACK", "SESSION_REVOKED", "ERROR", "STATUS"}
+    | {str(kind) for kind in serial_io.SerialMessageType}
+)
 #: Longest text kept inside a kept payload (an ERROR message, say).
 TEXT_KEPT = 200
 

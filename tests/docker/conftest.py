@@ -33,7 +33,7 @@ IMAGES_ENV = REPO / "compose" / ".build" / "images.env"
 HEALTHY_TIMEOUT_S = 60.0
 #: A cold build (debootstrap, wheels, two images) takes about 3 minutes.
 BUILD_TIMEOUT_S = 1500.0
-SERVICES = ("hub", "machine-1", "machine-2")
+SERVICES = ("hub", "llm", "machine-1", "machine-2")
 #: The user the hub's entrypoint mints the agents' token for.
 STACK_USER = "tetherbed"
 HUB_STATE = "/var/lib/tetherbed/hub"

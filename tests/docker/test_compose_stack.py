@@ -108,3 +108,46 @@ def test_sessions_are_held_by_their_own_machines(stack: Stack) -> None:
     for n in (1, 2):
         assert sessions[f"session-{n}"]["connected"] is True
         assert sessions[f"session-{n}"]["machine_id"] == f"machine-{n}"
+
+
+async def test_serial_io_through_the_hub_to_a_simulated_device(stack: Stack) -> None:
+    """The serial extension on the Docker bed: the platform opens machine-1's
+    /dev/ttyTB0 through the hub, writes to the simulated device and reads its
+    replies; a wrong baud rate on ttyTB1 (its device runs at the default) still
+    talks, unknown ports are typed errors."""
+    async with HubSandbox.connect(
+        stack.hub_url, "session-1", stack.client_token, request_timeout=60
+    ) as sandbox:
+        opened = await sandbox.request("SERIAL_OPEN", {"port": "/dev/ttyTB0", "baud_rate": 9600})
+        assert opened.type == "SERIAL_OPENED" and opened.payload["port"] == "/dev/ttyTB0"
+        written = await sandbox.request(
+            "SERIAL_WRITE", {"port": "/dev/ttyTB0", "data": "PING\nID?\n"}
+        )
+        assert written.payload["bytes_written"] == 9
+        read = {"port": "/dev/ttyTB0", "until": "\r\n", "timeout_ms": 5000}
+        assert (await sandbox.request("SERIAL_READ", read)).payload["data"] == "PONG\r\n"
+        ident = (await sandbox.request("SERIAL_READ", read)).payload["data"]
+        assert ident == "tetherbed,sim-arduino,machine-1-ttyTB0,1.0.0\r\n"
+        closed = await sandbox.request("SERIAL_CLOSE", {"port": "/dev/ttyTB0"})
+        assert closed.type == "ACK"
+        with pytest.raises(Exception) as unknown:
+            await sandbox.request("SERIAL_OPEN", {"port": "/dev/ttyS0"})
+        assert getattr(unknown.value, "code", None) == "SERIAL_PORT_UNKNOWN"
+
+
+async def test_the_local_llm_container_serves_machine_2_through_the_hub(stack: Stack) -> None:
+    async with HubSandbox.connect(
+        stack.hub_url, "session-2", stack.client_token, request_timeout=60
+    ) as sandbox:
+        payload = {
+            "model": "llama3.2:3b",
+            "messages": [{"role": "user", "content": "echo: hello from the bed"}],
+        }
+        frames = []
+        async with sandbox.stream("LOCAL_LLM_COMPLETION", payload) as stream:
+            async for frame in stream:
+                frames.append(frame)
+    chunks, final = frames[:-1], frames[-1]
+    assert final.type == "LOCAL_LLM_COMPLETION_RESPONSE"
+    assert final.payload.content == "hello from the bed"
+    assert [c.payload.finish_reason for c in chunks] == [None] * 4 + ["stop"]

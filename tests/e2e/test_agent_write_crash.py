@@ -63,18 +63,27 @@ async def test_sigkill_mid_write_leaves_no_temporary(tmp_path: Path) -> None:
             agent = _start(server, root, state)
             try:
                 link = await server.accept()
-                writes = [
-                    asyncio.ensure_future(
-                        link.call(
-                            "FILE_WRITE",
-                            {"path": f"{root}/data/f{round_}-{i}.txt", "content": content},
-                        )
-                    )
-                    for i in range(WRITES)
-                ]
-                deadline = time.monotonic() + 20
+                writes: list[asyncio.Future] = []
+                batch = 0
+                deadline = time.monotonic() + 60
                 while not _writing_inside(agent.pid, root):
                     assert time.monotonic() < deadline, "the agent never started writing"
+                    if all(write.done() for write in writes):
+                        # On a busy machine a batch can finish between two
+                        # looks: send another, until one is caught mid-write.
+                        writes += [
+                            asyncio.ensure_future(
+                                link.call(
+                                    "FILE_WRITE",
+                                    {
+                                        "path": f"{root}/data/f{round_}-{batch}-{i}.txt",
+                                        "content": content,
+                                    },
+                                )
+                            )
+                            for i in range(WRITES)
+                        ]
+                        batch += 1
                     await asyncio.sleep(0.0005)
                 os.kill(agent.pid, signal.SIGKILL)
                 agent.wait(10)

@@ -82,7 +82,15 @@ def test_a_signal_stops_every_process_of_the_run_and_writes_the_partial_report(
             assert run.poll() is None, run.communicate()
             assert time.monotonic() < deadline, "the run's parts did not start"
             time.sleep(0.1)
-        time.sleep(1.0)  # into the long wait
+        # Into the long wait: the client connects only once both agents are
+        # connected (the steps before it), and the hub journals that.
+        while not any(
+            "client_connect" in events.read_text()
+            for events in workdirs.glob("**/hub-events.jsonl")
+        ):
+            assert run.poll() is None, run.communicate()
+            assert time.monotonic() < deadline, "the scenario did not reach its client"
+            time.sleep(0.1)
         started = processes_mentioning(str(workdirs))
         run.send_signal(signum)
         out, err = run.communicate(timeout=60)

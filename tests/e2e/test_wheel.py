@@ -61,8 +61,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
     shipped = sorted(n for n in names if n.startswith("tetherbed/scenarios/"))
+    # The shipped scenarios and those of optional features (scenarios/local_llm/).
     assert len([n for n in shipped if n.endswith(".yaml")]) == len(
-        list((ROOT / "scenarios").glob("*.yaml"))
+        list((ROOT / "scenarios").rglob("*.yaml"))
     )
     env = base / "env"
     venv.EnvBuilder(with_pip=False).create(env)

@@ -12,6 +12,7 @@
 #   TETHERBED_SESSION_ID    the session the data-mode agent serves (required)
 #   DISPLAY                 the Xvfb display, e.g. :1
 #   TETHERBED_HUB_URL       default ws://hub:8765
+#   TETHERBED_OLLAMA_URL    the local LLM (the stack's llm service); unset: none
 #   TETHERBED_SCREEN        Xvfb screen, default 1280x800x24
 #   TETHERBED_SERIAL_PORTS  names of the virtual ports, default "ttyTB0 ttyTB1"
 #                           (client end /dev/NAME, device end $serial_dir/NAME.device)
@@ -135,9 +136,14 @@ if [[ $agent_help != *--serial-port* ]]; then
     serial_args=()
 fi
 common=(--hub "$TETHERBED_HUB_URL" --machine-id "$TETHERBED_MACHINE_ID" --state-dir "$TETHERBED_STATE_DIR")
+# The local LLM (the compose stack's llm service), when one is configured.
+llm_args=()
+if [[ -n ${TETHERBED_OLLAMA_URL:-} && $agent_help == *--ollama-url* ]]; then
+    llm_args=(--ollama-url "$TETHERBED_OLLAMA_URL")
+fi
 start "agent (data mode, $TETHERBED_SESSION_ID)" tetherbed agent "${common[@]}" \
     --session-id "$TETHERBED_SESSION_ID" --root "$TETHERBED_WORKSPACE" --enable-shell \
-    "${serial_args[@]}"
+    "${serial_args[@]}" "${llm_args[@]}"
 if [[ $TETHERBED_CONTROL_AGENT == 1 ]]; then
     start "agent (control mode)" tetherbed agent "${common[@]}" \
         --browse-root "$TETHERBED_WORKSPACE" "${serial_args[@]}"

@@ -20,7 +20,11 @@ so that a scenario runs unchanged on it and its history means the same:
   exited with the container's exit code, paused, resumed, killed) come from
   the backend and from Docker's event stream;
 - clients and the revoke API reach the hub on its port published on
-  127.0.0.1; `now()` is wall time since the start.
+  127.0.0.1; `now()` is wall time since the start;
+- a machine's virtual serial ports (`options.serial`) live in its agent's
+  container (containers.py says why); `unplug`/`plug` run
+  `serial_ports unplug|plug` there, and the ports' config on the host keeps
+  which are plugged in, for the container's next start.
 
 Everything carries the label `tetherbed.run=<run id>` and teardown removes it
 all, whatever happened before (Ctrl-C included).
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import random
@@ -66,9 +71,13 @@ from tetherbed.simulator.backends.docker.containers import (
     NODE_LABEL,
     PROXY_API_PORT,
     ROLE_LABEL,
+    SERIAL_COMMAND,
+    SERIAL_CONFIG,
+    SERIAL_FOLDER,
     DeathWatch,
     agent_container,
     container_logs,
+    host_user,
     hub_container,
     image_tags,
     link_container,
@@ -85,6 +94,7 @@ from tetherbed.simulator.backends.docker.faults import (
 from tetherbed.simulator.backends.docker.network import RunNetworks, new_run_id
 from tetherbed.simulator.backends.event_files import EventFiles
 from tetherbed.simulator.faults import SELECTORS, DropPackets, checked, plan
+from tetherbed.simulator.peripherals.serial_ports import DeviceSpec
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
 from tetherbed.simulator.targets import Target
 
@@ -131,6 +141,27 @@ class _Agent(_Node):
         self.api: ProxyApi | None = None
         self.shaper: LinkShaper | None = None
         self.disconnected = False
+        #: Its machine's virtual serial ports: each device, and whether it is plugged in.
+        self.devices = {
+            name: DeviceSpec.from_scenario(name, options, spec.machine)
+            for name, options in spec.serial_ports.items()
+        }
+        self.plugged = dict.fromkeys(self.devices, True)
+        self.serial_config: Path | None = None
+
+    def write_serial_config(self) -> None:
+        """What `serial_ports boot` reads when the container (re)starts."""
+        assert self.serial_config is not None
+        ports = [
+            {**device.to_json(), "plugged": self.plugged[name]}
+            for name, device in self.devices.items()
+        ]
+        self.serial_config.write_text(json.dumps({"ports": ports}), encoding="utf-8")
+
+    def serial_ports(self) -> list[tuple[str, str]]:
+        return [
+            (f"{SERIAL_FOLDER}/{name}", device.description) for name, device in self.devices.items()
+        ]
 
 
 class DockerBackend(Backend):
@@ -256,6 +287,11 @@ class DockerBackend(Backend):
         self.event_files.wire(logs / wire_log_name(spec), f"wire:{spec.name}")
         prepare_root(self.agent_root(spec), spec)
         (self.workdir / "agents" / spec.name).mkdir(parents=True, exist_ok=True)
+        if agent.devices:
+            folder = self.workdir / "serial" / spec.name
+            folder.mkdir(parents=True, exist_ok=True)
+            agent.serial_config = folder / "ports.json"
+            agent.write_serial_config()
         link = link_container(
             self.machine_image,
             self.run_id,
@@ -356,6 +392,8 @@ class DockerBackend(Backend):
             logs=self.workdir / "logs",
             journal=agent.journal.name,
             target=self.target.agent,
+            serial_config=agent.serial_config,
+            serial_ports=agent.serial_ports(),
         )
 
     # --- lifecycle -----------------------------------------------------------------
@@ -574,6 +612,55 @@ class DockerBackend(Backend):
         with self._holding_logs():
             async with HubAdmin(self.hub_url, self.tokens[user, "client"]) as admin:
                 await admin.revoke(session)
+
+    # --- serial ports --------------------------------------------------------------
+
+    def _serial(self, agent: str, port: str) -> _Agent:
+        target = self.agents[agent]
+        if port not in target.devices:
+            raise BackendError(f"{agent} has no serial port {port!r}")
+        return target
+
+    def serial_path(self, agent: str, port: str) -> str:
+        self._serial(agent, port)
+        return f"{SERIAL_FOLDER}/{port}"
+
+    async def unplug(self, agent: str, port: str) -> None:
+        await self._plugging(agent, port, plugged=False)
+
+    async def plug(self, agent: str, port: str) -> None:
+        await self._plugging(agent, port, plugged=True)
+
+    async def _plugging(self, agent: str, port: str, *, plugged: bool) -> None:
+        """In the running agent container (where the port is), and in the config
+        its next start reads."""
+        target = self._serial(agent, port)
+        if target.plugged[port] == plugged:
+            state = "plugged in" if plugged else "unplugged"
+            raise BackendError(f"{agent}'s {port} is {state} already")
+        status = target.state.status
+        if status == "paused":
+            raise BackendError(
+                f"{agent} is paused: its container is frozen, so its {port} cannot be "
+                "reached (resume it first)"
+            )
+        target.plugged[port] = plugged
+        target.write_serial_config()
+        if status != "running":
+            return  # the container's next start sets the port up as the config says
+        what = "plug" if plugged else "unplug"
+        config = ["--config", SERIAL_CONFIG] if plugged else []
+        command = [*SERIAL_COMMAND, what, *config, "--folder", SERIAL_FOLDER, port]
+        with self._holding_logs():
+            result = await self._docker(
+                f"{what}ging {agent}'s {port}",
+                target.sdk.exec_run,
+                command,
+                user=host_user(),
+            )
+        if result.exit_code != 0:
+            output = result.output.decode("utf-8", "replace").strip()
+            raise BackendError(f"{what}ging {agent}'s {port}: {output or result.exit_code}")
 
     # --- teardown ------------------------------------------------------------------
 

@@ -19,6 +19,14 @@ belongs to whoever runs the scenarios:
   nothing to get wrong, and the link with its faults outlives the agent's
   restarts, as the process backend's proxies do.
 
+When the agent's machine has virtual serial ports, their socat pairs and
+simulated devices start in the agent's container just before the agent (a
+pty exists only in its own container's /dev/pts), by a command that then
+becomes the agent (`serial_ports boot ... -- AGENT`: same PID, same exit
+code). They run in sessions of their own, so signals still reach the agent
+alone; they go with the container (a restarted agent gets freshly powered-up
+devices, and a paused one's devices sleep with it).
+
 Containers are configured and started with testcontainers' `DockerContainer`;
 the Docker SDK does what it has no call for (pause, kill, exec, networks, the
 event stream).
@@ -41,7 +49,7 @@ from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
 from tetherbed.simulator.backends.docker.network import RUN_LABEL, RunNetworks
-from tetherbed.simulator.backends.process import hub_arguments
+from tetherbed.simulator.backends.process import hub_arguments, serial_ports_value
 from tetherbed.simulator.scenario import AgentSpec
 from tetherbed.simulator.targets import AgentTarget
 from tetherbed.wire.version import CURRENT_TEXT
@@ -56,6 +64,12 @@ ROLE_LABEL = "tetherbed.role"
 NODE_LABEL = "tetherbed.node"
 INIT = ["tini", "-g", "--"]
 _IMAGES_ENV = Path(__file__).resolve().parents[2] / "compose" / ".build" / "images.env"
+#: An agent container's virtual serial ports (container-local: the ptys behind
+#: them exist only in its own /dev/pts), and the ports' config, mounted from the host.
+SERIAL_FOLDER = "/tmp/tetherbed-serial"
+SERIAL_CONFIG_DIR = "/serial"
+SERIAL_CONFIG = f"{SERIAL_CONFIG_DIR}/ports.json"
+SERIAL_COMMAND = ["python", "-m", "tetherbed.simulator.peripherals.serial_ports"]
 
 
 def image_tags() -> tuple[str, str]:
@@ -172,9 +186,14 @@ def agent_container(
     logs: Path,
     journal: str,
     target: AgentTarget,
+    serial_config: Path | None = None,
+    serial_ports: list[tuple[str, str]] | None = None,
 ) -> DockerContainer:
     """The agent alone, in the namespace of the container `namespace`: Tetherbed's,
-    or `target`'s command (the same placeholders as on the process backend)."""
+    or `target`'s command (the same placeholders as on the process backend).
+    With `serial_config` (the host file `serial_ports boot` reads), its
+    machine's virtual serial ports (`serial_ports`: path, description) first."""
+    ports = serial_ports or []
     hub_url = f"ws://127.0.0.1:{LINK_PORT}"
     if spec.command:
         target = AgentTarget.from_command(spec.command, f"agents.{spec.name}.command")
@@ -190,6 +209,7 @@ def agent_container(
             "shell": spec.shell,
             "max_concurrent": spec.options.get("max_concurrent", 4),
             "protocol_version": spec.options.get("protocol_version", CURRENT_TEXT),
+            "serial_ports": serial_ports_value(ports),
         }
         command = target.argv(values)
     else:
@@ -205,16 +225,23 @@ def agent_container(
             command.append("--enable-shell")
         for defect in options.get("defects") or ():
             command += ["--defect", defect]
+        for path, description in ports:
+            command += ["--serial-port", f"{path}={description}"]
+    volumes = [
+        (str(root), "/workspace", "rw"),
+        (str(logs), "/logs", "rw"),
+        (str(state), "/agent-state", "rw"),
+    ]
+    if serial_config is not None:
+        volumes.append((str(serial_config.parent), SERIAL_CONFIG_DIR, "ro"))
+        boot = ["boot", "--config", SERIAL_CONFIG, "--folder", SERIAL_FOLDER, "--"]
+        command = [*SERIAL_COMMAND, *boot, *command]
     return DockerContainer(
         image,
         command=command,  # type: ignore[arg-type]
         name=container_name(run, "agent", spec.name),
         env={"TETHERBED_AGENT_TOKEN": token},  # not on the command line, as ps shows it
-        volumes=[
-            (str(root), "/workspace", "rw"),
-            (str(logs), "/logs", "rw"),
-            (str(state), "/agent-state", "rw"),
-        ],
+        volumes=volumes,
     ).with_kwargs(
         # `network: None` also keeps testcontainers from choosing a network itself.
         network=None,

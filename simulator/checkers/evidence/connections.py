@@ -21,12 +21,14 @@ from tetherbed.simulator.checkers.evidence.records import (
 )
 from tetherbed.simulator.history import History, Record
 from tetherbed.simulator.wiretap import records as wire
+from tetherbed.wire import serial_io
 from tetherbed.wire.catalog import CONTROL_REQUESTS, DATA_REQUESTS, STREAMING_RESPONSES
 from tetherbed.wire.codes import is_fatal_close
 from tetherbed.wire.endpoints import CONTROL_PATH, is_agent_path, session_of_path
 
-#: Request types the hub sends an agent (data and control planes).
-REQUEST_TYPES = frozenset(str(t) for t in (*DATA_REQUESTS, *CONTROL_REQUESTS))
+#: Request types the hub sends an agent (data and control planes, and the
+#: serial I/O extension's, which only an agent that negotiated it gets).
+REQUEST_TYPES = frozenset(str(t) for t in (*DATA_REQUESTS, *CONTROL_REQUESTS, *serial_io.REQUESTS))
 _STREAMING = frozenset(str(t) for t in STREAMING_RESPONSES)
 
 

@@ -16,7 +16,7 @@ h3 { font-size: 13px; margin: 10px 0 4px; }
 .badge { font-size: 12px; padding: 2px 8px; border-radius: 10px; color: #fff;
   vertical-align: middle; text-transform: uppercase; letter-spacing: .04em; }
 .badge.pass { background: #2e7d32; } .badge.fail { background: #c62828; }
-.badge.error { background: #6a1b9a; }
+.badge.error { background: #6a1b9a; } .badge.not_applicable { background: #9e9d24; }
 .meta { margin: 0 0 8px; color: #555; }
 table { border-collapse: collapse; }
 td, th { padding: 2px 8px; text-align: left; vertical-align: top; }

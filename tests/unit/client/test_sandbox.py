@@ -951,3 +951,36 @@ async def test_connector_failures_become_typed_errors(refusal, error_class, code
     with pytest.raises(error_class) as caught:
         await HubSandbox.connect("ws://sim:1", SESSION, TOKEN, connector=connector)
     assert caught.value.code == code
+
+
+async def test_llm_streams_text_and_keeps_the_response(start_hub) -> None:
+    async def script(peer: Peer) -> None:
+        llm = await peer.recv()
+        for delta, reason in (("Hel", None), ("lo", None), ("", "stop")):
+            await peer.reply(llm, CHUNK, {"delta": delta, "finish_reason": reason})
+        await peer.reply(
+            llm,
+            "LOCAL_LLM_COMPLETION_RESPONSE",
+            {"content": "Hello", "finish_reason": "stop", "tokens": None, "duration_seconds": 0.1},
+        )
+        whole = await peer.recv()
+        await peer.reply(
+            whole,
+            "LOCAL_LLM_COMPLETION_RESPONSE",
+            {"content": "Hi", "finish_reason": "length", "tokens": None, "duration_seconds": 0.1},
+        )
+
+    hub = await start_hub(script)
+    messages = [{"role": "user", "content": "Say hi"}]
+    async with await open_sandbox(hub, request_timeout=5) as sb:
+        pieces = [d async for d in sb.llm.stream("llama3.2:3b", messages, max_tokens=8)]
+        assert pieces == ["Hel", "lo"] and sb.llm.last.content == "Hello"  # type: ignore[union-attr]
+        whole = await sb.llm.complete("llama3.2:3b", messages, temperature=0.0)
+        assert (whole.content, whole.finish_reason) == ("Hi", "length")
+    assert hub.received[0]["payload"] == {
+        "model": "llama3.2:3b",
+        "messages": messages,
+        "max_tokens": 8,
+        "stream": True,
+    }
+    assert hub.received[1]["payload"]["stream"] is False

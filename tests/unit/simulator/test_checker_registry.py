@@ -20,6 +20,14 @@ NAMES = [
     "backoff_bounds",
     "no_crossed_answers",
     "file_contents",
+    "llm_streams",
+    "serial_io",
+    "dsh_presence",
+    "dsh_one_stream",
+    "dsh_exec_answers",
+    "dsh_chunk_order",
+    "dsh_single_use_keys",
+    "dsh_install_url",
 ]
 
 
@@ -111,6 +119,17 @@ ODD_VALUES = st.one_of(
                 "dir",
                 "leg",
                 "how",
+                # dsh-computers links and clients
+                "n",
+                "event",
+                "status",
+                "body",
+                "data",
+                "computers",
+                "streamed",
+                "requestId",
+                "forwarded_host",
+                "commandDigest",
             ]
         ),
         st.one_of(
@@ -119,9 +138,19 @@ ODD_VALUES = st.one_of(
             st.integers(-5, 5),
             st.floats(),
             st.text(max_size=4),
+            st.sampled_from(["dsh", "hello", "exec", "ended", "req_1", "cmp_1"]),
             st.dictionaries(
-                st.sampled_from(["path", "content", "src", "dst", "command"]),
+                st.sampled_from(
+                    ["path", "content", "src", "dst", "command", "computerId", "requestId", "seq"]
+                ),
                 st.one_of(st.none(), st.text(max_size=4), st.integers()),
+            ),
+            st.lists(
+                st.dictionaries(
+                    st.sampled_from(["id", "online", "stream", "size", "digest"]),
+                    st.one_of(st.none(), st.booleans(), st.integers(0, 3), st.text(max_size=3)),
+                ),
+                max_size=3,
             ),
         ),
         max_size=6,
@@ -174,6 +203,14 @@ ODD_RECORDS = st.builds(
             "frame",
             "close",
             "end",
+            "http_request",
+            "http_response",
+            "sse_open",
+            "sse_event",
+            "sse_end",
+            "state",
+            "computer_exec",
+            "create_key",
         ]
     ),
     ODD_VALUES,

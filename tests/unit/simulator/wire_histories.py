@@ -109,8 +109,11 @@ class Scribe:
         machine: str | None = None,
         *,
         accepted: bool = True,
+        capabilities: tuple[str, ...] = ("files",),
+        granted: tuple[str, ...] | None = None,
     ) -> Link:
-        """An agent connects, says HELLO and (when `accepted`) gets its HELLO_ACK."""
+        """An agent connects, says HELLO offering `capabilities` and (when
+        `accepted`) gets its HELLO_ACK, granting `granted` when given."""
         wire = self.attempt(node, t)
         attempt = self.last
         wire.upgrade(f"/ws/local-executor/{session}", t + 0.001)
@@ -118,11 +121,13 @@ class Scribe:
         hello = {
             "machine_id": machine or node,
             "protocol_version": "1.1",
-            "capabilities": ["files"],
+            "capabilities": list(capabilities),
         }
         wire.message("up", frame("HELLO", "hello", hello), t + 0.003)
         if accepted:
             ack = {"session_id": session, "protocol_version": "1.1", "max_concurrent": 4}
+            if granted is not None:
+                ack["granted_capabilities"] = list(granted)
             wire.message("down", frame("HELLO_ACK", "hello", ack), t + 0.004)
         return Link(self, wire, attempt)
 
