@@ -175,6 +175,7 @@ class AgentRuntime:
             recycle_bin=self.config.recycle_bin,
             serial_ports=SerialPorts(self.hardware) if self.config.serial_ports else None,
         )
+        return plant(operations, self.config.defects)
 
     def _local_llm(self) -> Any:
         """The LLM backend given with --ollama-url, if any."""
@@ -188,7 +189,6 @@ class AgentRuntime:
             allowed_models=self.config.ollama_models,
             idle_timeout=self.config.ollama_timeout,
         )
-        return plant(operations, self.config.defects)
 
     def _computer_use(self) -> Any:
         """Computer use on the configured display, when one works (checked once)."""
