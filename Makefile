@@ -13,7 +13,7 @@ DEBIAN_PACKAGES := xvfb socat xdotool x11-utils ffmpeg scrot imagemagick chromiu
 # How many pytest-xdist workers; the machines this runs on have two cores.
 WORKERS ?= auto
 
-.PHONY: demo test lint system-deps venv bench load clean images dsh-defects
+.PHONY: demo test lint system-deps venv bench load clean images dsh-defects conform-defects
 
 demo: venv
 	$(PY) -m tetherbed demo
@@ -46,6 +46,11 @@ load: venv system-deps
 # processes (`make test` runs the sim half).
 dsh-defects: venv
 	TETHERBED_DSH_DEFECT_BACKENDS=sim,process $(PY) -m pytest -n 2 tests/unit/simulator/test_dsh_defects.py
+
+# Every planted defect against its whole conformance suite (long; `make test`
+# runs each against the cases it must fail and some neighbours).
+conform-defects: venv system-deps
+	$(PY) -m tests.conformance.full_defects
 
 # Registry-free Docker images (compose/README.md); a warm tree builds nothing.
 images: venv

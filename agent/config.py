@@ -10,7 +10,22 @@ from tetherbed.wire.version import CURRENT_TEXT
 
 #: Deliberate bugs, for proving that the simulator's checkers catch them
 #: (docs/scenarios.md). Never set in normal use.
-AGENT_DEFECTS = frozenset({"ignore_fatal_close", "reconnect_immediately", "lose_writes"})
+AGENT_DEFECTS = frozenset(
+    {
+        "ignore_fatal_close",
+        "reconnect_immediately",
+        "lose_writes",
+        "crlf_read",
+        "jail_skips_symlinks",
+        "leak_environment",
+        "timeout_kills_shell_only",
+        "raw_window_ids",
+        "reconnect_after_4427",
+        "no_status_edge",
+        "ignore_grants",
+        "control_refs_survive_reconnect",
+    }
+)
 
 
 def hub_url_problem(url: str) -> str | None:

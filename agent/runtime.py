@@ -163,9 +163,10 @@ class AgentRuntime:
                 idle_exit_seconds=self.config.child_idle_exit,
             )
         from tetherbed.agent.operations import DataOperations
+        from tetherbed.agent.planted_defects import plant
 
         computer_use = self._computer_use()
-        return DataOperations(
+        operations = DataOperations(
             root=self.config.root,
             clock=self.clock,
             computer_use=computer_use,
@@ -174,6 +175,7 @@ class AgentRuntime:
             recycle_bin=self.config.recycle_bin,
             serial_ports=SerialPorts(self.hardware) if self.config.serial_ports else None,
         )
+        return plant(operations, self.config.defects)
 
     def _local_llm(self) -> Any:
         """The LLM backend given with --ollama-url, if any."""
@@ -251,7 +253,10 @@ class AgentRuntime:
         while True:
             served = await self._attempt()
             if served.stop is not None:
-                if "ignore_fatal_close" not in self.config.defects:
+                late_4427 = "reconnect_after_4427" in self.config.defects  # a planted defect
+                if "ignore_fatal_close" not in self.config.defects and not (
+                    late_4427 and served.close_code == CloseCode.SESSION_TAKEN_OVER
+                ):
                     return served.stop
                 log.error("DEFECT ignore_fatal_close: reconnecting after %s", served.stop.reason)
             if self._shutdown.is_set():
@@ -342,6 +347,8 @@ class AgentRuntime:
 
     async def _serve(self, transport: MessageTransport) -> _Served:
         on_connect = getattr(self.operations, "on_connect", None)
+        if "control_refs_survive_reconnect" in self.config.defects:  # a planted defect
+            on_connect = None
         if on_connect is not None:
             on_connect()  # every browse reference dies with the old connection
         local_llm = getattr(self.operations, "local_llm", None)
@@ -381,6 +388,8 @@ class AgentRuntime:
                         ready_at = self.clock.monotonic()
                         served.handshake_done = True
                         self.operations.limits = protocol.limits
+                        if "ignore_grants" in self.config.defects:  # a planted defect
+                            protocol.granted = frozenset(map(str, self.capabilities()))
                         self._event("connected", conn=action.ack.connection_id)
                         log.info(
                             "connected to %s (protocol %s, granted %s)",
@@ -478,6 +487,8 @@ class AgentRuntime:
             else:
                 kind, payload = await self.operations.run(run.kind, run.payload)
             actions = protocol.complete(run.request_id, kind, payload)
+            if "no_status_edge" in self.config.defects:  # a planted defect
+                actions = actions[:1]
         except ProtocolError as exc:
             result = exc.code
             actions = protocol.fail(run.request_id, exc)

@@ -44,7 +44,16 @@ DEFAULT_GRANTS = frozenset(
 
 
 HUB_DEFECTS = frozenset(
-    {"retry_non_idempotent", "orphan_on_disconnect", "shared_ids", "head_of_line"}
+    {
+        "retry_non_idempotent",
+        "orphan_on_disconnect",
+        "shared_ids",
+        "head_of_line",
+        "grant_unadvertised",
+        "no_ping",
+        "ignore_capacity",
+        "agent_auth_skipped",
+    }
 )
 
 
@@ -92,7 +101,9 @@ class HubConfig:
     #: Deliberate bugs, for proving that the simulator's checkers catch them
     #: (docs/scenarios.md): "retry_non_idempotent", "orphan_on_disconnect",
     #: "shared_ids", and for the drivers "head_of_line" (send to a peer
-    #: inside the sender's read loop, as the hub once did). Never set in
+    #: inside the sender's read loop, as the hub once did); for the
+    #: conformance suite (docs/conformance.md) "grant_unadvertised",
+    #: "no_ping", "ignore_capacity" and "agent_auth_skipped". Never set in
     #: normal use.
     defects: frozenset[str] = frozenset()
     #: The dsh-computers routes' settings (hub/dsh).

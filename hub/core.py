@@ -131,6 +131,8 @@ class HubCore:
         self._retry_everything = "retry_non_idempotent" in defects
         self._orphan = "orphan_on_disconnect" in defects
         self._shared_ids = "shared_ids" in defects
+        self._no_ping = "no_ping" in defects
+        self._ignore_capacity = "ignore_capacity" in defects
         self._request_timeout = config.request_timeout
         # Bound once: the relay path reads the clock per request.
         self._monotonic = clock.monotonic
@@ -516,7 +518,7 @@ class HubCore:
         advance(link, AgentEvent.HELLO_ACCEPTED)
         link.hello_deadline = None
         now = self.clock.monotonic()
-        link.ping_at = now + self.config.ping_interval
+        link.ping_at = NEVER if self._no_ping else now + self.config.ping_interval
         self.timers.arm(link)
         actions.append(Send(link.peer, self._frame(MessageType.HELLO_ACK, answer.ack, envelope.id)))
         actions.append(
@@ -777,7 +779,7 @@ class HubCore:
         """Issue queued requests while the owner has free slots."""
         owner = target.owner
         queue = target.queue
-        while queue and owner is not None and owner.free_slots > 0:
+        while queue and owner is not None and (owner.free_slots > 0 or self._ignore_capacity):
             route = queue.popleft()
             client = route.client
             if route.kind == SESSION_INFO_REQUEST and client is not None:

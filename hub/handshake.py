@@ -49,6 +49,8 @@ def answer_hello(
     else:
         grants.discard(Capability.DIRECTORY_BROWSE)
     granted = [c for c in hello.capabilities if c in grants]
+    if "grant_unadvertised" in config.defects:  # a planted defect
+        granted = sorted(map(str, grants))
     if session_id is None and Capability.DIRECTORY_BROWSE not in granted:
         error = ProtocolError(
             ErrorCode.CAPABILITY_NOT_GRANTED,

@@ -44,10 +44,11 @@ class Dispatcher:
         send: Callable[[bytes], Awaitable[None]],
         *,
         max_in_flight: int = MAX_IN_FLIGHT,
+        defects: frozenset[str] = frozenset(),
     ) -> None:
         self._adapter = adapter
         self._send = send
-        self._tracker = RequestTracker()
+        self._tracker = RequestTracker(defects)
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(max_in_flight)
         self._closing = False

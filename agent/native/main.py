@@ -22,6 +22,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from tetherbed.agent.native.planted_defects import NATIVE_DEFECTS
 from tetherbed.agent.native.quality import DEFAULT, PRESETS
 
 EXIT_USAGE = 2
@@ -52,6 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=_port, help="rendezvous port (reported)")
     parser.add_argument("--quality", choices=sorted(PRESETS), default=DEFAULT)
     parser.add_argument("--log-dir", help="existing directory for the adapter's log file")
+    parser.add_argument(
+        "--defect",
+        action="append",
+        default=[],
+        choices=sorted(NATIVE_DEFECTS),
+        help="enable a deliberate bug, to prove a conformance case catches it",
+    )
     parser.add_argument(
         "--log-level",
         default="WARNING",
@@ -112,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         port=args.port,
         quality=args.quality,
         registry=str(default_registry_path()),
+        defects=frozenset(args.defect),
     )
     try:
         return event_loop.run(serve(options, in_fd=0, out_fd=out_fd, password_fd=args.password_fd))

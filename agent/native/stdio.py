@@ -92,9 +92,13 @@ async def serve(
         log.warning("the caller closed stdout; ending as on EOF")
         stop.set()
 
-    output = OutputQueue(out_fd, on_stall=stalled, on_closed=closed)
+    def hang() -> None:  # the planted defect blocked_pipe_never_exits
+        log.error("DEFECT blocked_pipe_never_exits: the output pipe is stalled; carrying on")
+
+    never_exits = "blocked_pipe_never_exits" in options.defects
+    output = OutputQueue(out_fd, on_stall=hang if never_exits else stalled, on_closed=closed)
     adapter = Adapter(options, password=get_password, desktop=desktop)
-    dispatcher = Dispatcher(adapter, output.put)
+    dispatcher = Dispatcher(adapter, output.put, defects=options.defects)
     framer = LineFramer()
 
     async def feed(chunk: bytes | None) -> None:

@@ -22,12 +22,14 @@ def _bad(path: str, why: str) -> NativeError:
 class Fields:
     """Typed access to one JSON object at `path` (for messages such as `action.x`)."""
 
-    def __init__(self, obj: Any, path: str = "") -> None:
+    def __init__(self, obj: Any, path: str = "", *, lenient: bool = False) -> None:
+        """`lenient` is the planted defect `accept_unknown_fields` (never in normal use)."""
         if not isinstance(obj, dict):
             raise _bad(path or "request", "must be an object")
         self._obj = obj
         self._path = path
         self._used: set[str] = set()
+        self._lenient = lenient
 
     def _name(self, key: str) -> str:
         return f"{self._path}.{key}" if self._path else key
@@ -116,7 +118,7 @@ class Fields:
             if optional:
                 return None
             raise _bad(self._name(key), "is required")
-        return Fields(value, self._name(key))
+        return Fields(value, self._name(key), lenient=self._lenient)
 
     def _absent(self, key: str, default: Any, optional: bool) -> Any:
         if default is not _MISSING:
@@ -127,6 +129,6 @@ class Fields:
 
     def finish(self) -> None:
         unknown = sorted(set(self._obj) - self._used)
-        if unknown:
+        if unknown and not self._lenient:
             names = ", ".join(f"`{self._name(k)[:64]}`" for k in unknown[:8])
             raise NativeError(Code.UNKNOWN_FIELD, f"unknown field {names}")

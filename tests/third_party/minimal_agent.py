@@ -43,6 +43,7 @@ VERSION = "1.1"
 FATAL = {4426, 4427, 4428, 4429}
 STATUS_EVERY = 30.0
 MAX_MESSAGE = 16 * 1024 * 1024
+MARKER = b"[command output truncated]"
 
 
 class Refusal(Exception):
@@ -142,12 +143,14 @@ class Operations:
             out, err = await process.communicate()
         budget = self.max_file_size
         truncated = len(out) + len(err) > budget
-        out, err = out[:budget], err[: max(budget - len(out), 0)]
-        stderr = err.decode("utf-8", "replace")
+        if truncated:  # the marker ends stderr, inside the budget
+            budget -= len(MARKER)
+            out, err = out[:budget], err[: max(budget - len(out), 0)]
+        stderr = err.decode("utf-8", "ignore")
         if truncated:
-            stderr += "[command output truncated]"
+            stderr += MARKER.decode()
         return {
-            "stdout": out.decode("utf-8", "replace"),
+            "stdout": out.decode("utf-8", "ignore"),
             "stderr": stderr,
             "exit_code": -1 if timed_out else process.returncode,
             "timed_out": timed_out,
@@ -161,8 +164,9 @@ class Operations:
             raise Refusal("INTERNAL_ERROR", f"{path} is not a file")
         offset = int(payload.get("offset") or 0)
         length = payload.get("length")
-        if length is None and path.stat().st_size - offset > self.max_file_size:
-            raise Refusal("FILE_TOO_LARGE", "the file is over max_file_size_bytes")
+        wanted = path.stat().st_size - offset if length is None else int(length)
+        if wanted > self.max_file_size:
+            raise Refusal("FILE_TOO_LARGE", "the read is over max_file_size_bytes")
         with path.open("rb") as handle:
             handle.seek(offset)
             data = handle.read(self.max_file_size if length is None else int(length))
@@ -198,8 +202,12 @@ class Operations:
         return "ACK", {"ok": True}
 
     def stat(self, payload: dict[str, Any]) -> tuple[str, Any]:
-        path = self.jail.resolve(payload.get("path"))
         follow = payload.get("follow_symlinks", True)
+        if follow:
+            path = self.jail.resolve(payload.get("path"))
+        else:  # the link itself: its folder resolved, its own name kept
+            raw = Path(str(payload.get("path")))
+            path = self.jail.resolve(str(raw.parent)) / raw.name
         try:
             info = path.stat() if follow else path.lstat()
         except FileNotFoundError:
@@ -392,7 +400,9 @@ class Shim:
             async for raw in socket:
                 frame = json.loads(raw)
                 kind, request_id = frame.get("type"), frame.get("id")
-                if kind == "PING":
+                if _major(frame.get("version")) != _major(VERSION):
+                    log(f"dropped a {kind} frame of version {frame.get('version')}")
+                elif kind == "PING":
                     await socket.send(envelope("PONG", request_id, {}))
                 elif kind == "SESSION_REVOKED":
                     log(f"session revoked: {(frame.get('payload') or {}).get('reason')}")
@@ -457,6 +467,11 @@ class Shim:
         self.stopped.set()
         if self.socket is not None:
             await self.socket.close(1000, "shim stopping")
+
+
+def _major(version: object) -> str:
+    """A frame's major version; a frame without one is taken as ours."""
+    return str(version or VERSION).partition(".")[0]
 
 
 def log(text: str) -> None:

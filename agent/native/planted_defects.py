@@ -1,0 +1,74 @@
+"""Planted defects of the native adapter, for proving conformance cases catch them.
+
+`tetherbed native --defect NAME` (never in normal use) swaps a part for one
+with a deliberate departure from crossdesk-automation/1:
+
+- `accept_unknown_fields`: fields the protocol does not name are ignored.
+- `max_edge_unchecked`: `screenshot` takes a max_edge up to 4096.
+- `operation_cache_ignores_arguments`: an operation id reused with other
+  arguments returns the first result instead of conflicting.
+- `observations_survive_generation`: a display change leaves old observations
+  valid.
+- `blocked_pipe_never_exits`: a caller that stops reading stdout leaves the
+  adapter hanging forever.
+- `ticket_reusable`: a video ticket can be presented again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tetherbed.agent.native.observations import Observation, ObservationStore
+from tetherbed.agent.native.operations import Entry, OperationCache
+from tetherbed.agent.native.tickets import Grant, TicketBook
+
+NATIVE_DEFECTS = frozenset(
+    {
+        "accept_unknown_fields",
+        "max_edge_unchecked",
+        "operation_cache_ignores_arguments",
+        "observations_survive_generation",
+        "blocked_pipe_never_exits",
+        "ticket_reusable",
+    }
+)
+
+
+class ArgumentBlindCache(OperationCache):
+    def lookup(self, operation_id: str, arguments: Any, now: float) -> Entry | None:
+        return self._entries.get(operation_id)
+
+
+class LastingObservations(ObservationStore):
+    def get(
+        self, observation_id: str, *, generation: int, geometry_epoch: int, now: float
+    ) -> Observation:
+        kept = self._entries.get(observation_id)
+        if kept is not None:
+            return kept
+        return super().get(
+            observation_id, generation=generation, geometry_epoch=geometry_epoch, now=now
+        )
+
+    def invalidate(self) -> None:
+        return None
+
+
+class ReusableTickets(TicketBook):
+    def redeem(self, ticket: str, origin: str | None, display_generation: int, now: float) -> Grant:
+        grant = super().redeem(ticket, origin, display_generation, now)
+        self._grants[ticket] = grant
+        return grant
+
+
+def plant(adapter: Any, defects: frozenset[str]) -> None:
+    """Swap the adapter's parts for the defective ones named in `defects`."""
+    if "operation_cache_ignores_arguments" in defects:
+        adapter.operations = ArgumentBlindCache()
+    if "observations_survive_generation" in defects:
+        adapter.observations = LastingObservations()
+
+
+def plant_in_listener(listener: Any, defects: frozenset[str]) -> None:
+    if "ticket_reusable" in defects:
+        listener.tickets = ReusableTickets()
