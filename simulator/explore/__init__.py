@@ -1,0 +1,1 @@
+"""Exploration: seeded interleavings, seed sweeps, generated workloads, a nemesis, shrinking."""

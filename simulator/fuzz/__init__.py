@@ -1,0 +1,1 @@
+"""Property-based protocol fuzzing: strategies for every message, stateful machines, path properties, live targets."""
