@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from tests.conformance.harness import AGENT, CONTROL, NATIVE, with_flags
+from tests.conformance.harness import AGENT, CONTROL, NATIVE, NATIVE_DOCTOR, with_flags
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,11 @@ class Planted:
 
 def agent(name: str, fails: set[str], families: tuple[str, ...], *, display: bool = False,
           exclude: tuple[str, ...] = (), flags: tuple[str, ...] = (),
-          cases: tuple[str, ...] = ()) -> Planted:  # fmt: skip
+          cases: tuple[str, ...] = (), profile: tuple[str, ...] = ()) -> Planted:  # fmt: skip
     flags = flags or ("--defect", name)
     args = ("--control-command", " ".join(with_flags(CONTROL, *flags)))
+    for reading in profile:
+        args = (*args, "--profile", reading)
     if display:
         args = ("--xvfb", *args)
     return Planted(
@@ -62,11 +64,12 @@ def hub(name: str, fails: set[str], families: tuple[str, ...], *, warns: set[str
 
 
 def native(name: str, fails: set[str], families: tuple[str, ...], *,
-           exclude: tuple[str, ...] = (), cases: tuple[str, ...] = ()) -> Planted:  # fmt: skip
+           exclude: tuple[str, ...] = (), cases: tuple[str, ...] = (),
+           args: tuple[str, ...] = ()) -> Planted:  # fmt: skip
     return Planted(
         name, "native", f"tetherbed native --defect {name}", frozenset(fails),
         families=families, command=tuple(with_flags(NATIVE, "--defect", name)),
-        exclude=exclude, cases=cases,
+        exclude=exclude, cases=cases, args=args,
     )  # fmt: skip
 
 
@@ -119,7 +122,7 @@ PLANTED += [
     agent("no_status_edge", {"LE-status-edge"}, ("capacity",), exclude=SLOW_AGENT[:1]),
     agent(
         "ignore_grants",
-        {"LE-hello-grants-enforced", "LE-cu-not-granted"},
+        {"LE-hello-grants-enforced", "LE-cu-not-granted", "LE-serial-not-negotiated"},
         ("hello", "computer_use"),
         display=True,
         exclude=(
@@ -188,6 +191,30 @@ PLANTED += [
             "LE-jail-symlink-out-write",
         },
         ("files", "jail"),
+    ),
+]
+
+PLANTED += [
+    agent(
+        "llm_chunk_finish_reason",
+        {"LE-llm-chunk-finish-reason", "LE-llm-failed-midstream"},
+        ("local_llm",),
+    ),
+    agent(
+        "llm_busy_unenforced",
+        {"LE-llm-busy"},
+        ("local_llm",),
+        cases=("LE-llm-busy", "LE-llm-stream-chunks", "LE-llm-failed"),
+    ),
+    agent("serial_without_negotiation", {"LE-serial-not-negotiated"}, ("serial_io",)),
+    # Refusing device names off Windows is one reading of PATH_RESERVED_NAME:
+    # the defect fails under `--profile reserved-names=every-os` (the default
+    # `either` accepts both behaviours).
+    agent(
+        "accept_reserved_names",
+        {"LE-files-reserved-name-write", "LE-files-reserved-name-move"},
+        ("reserved_names",),
+        profile=("reserved-names=every-os",),
     ),
 ]
 
@@ -268,6 +295,15 @@ PLANTED += [
         exclude=("CD-obs-expiry", "CD-obs-retain-32"),
     ),
     native("blocked_pipe_never_exits", {"CD-output-blocked-pipe"}, ("output",)),
+    native(
+        "doctor_pipe_only",
+        {"CD-doctor-json", "CD-doctor-hello-agree"},
+        ("doctor",),
+        args=(
+            "--doctor-command",
+            " ".join([*NATIVE_DOCTOR, "--defect", "doctor_pipe_only"]),
+        ),
+    ),
     native(
         "ticket_reusable",
         {"CD-video-ticket-once"},

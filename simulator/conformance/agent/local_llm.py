@@ -276,7 +276,7 @@ async def unknown_role(ctx: AgentContext) -> None:
     payload = completion(models[0], stream=False)
     payload["messages"] = [
         {"role": "user", "content": "What is the weather?"},
-        {"role": "tool", "content": '{"temperature": 21}', "tool_call_id": "call-1"},
+        {"role": "tool", "content": '{"temperature": 21}'},
         {"role": "user", "content": "Summarize it."},
     ]
     answer, _, _ = await complete(conn, payload)
