@@ -140,6 +140,7 @@ class HubCore:
         self._shared_ids = "shared_ids" in defects
         self._no_ping = "no_ping" in defects
         self._ignore_capacity = "ignore_capacity" in defects
+        self._llm_without_models = "llm_without_models" in defects
         self._request_timeout = config.request_timeout
         # Bound once: the relay path reads the clock per request.
         self._monotonic = clock.monotonic
@@ -527,6 +528,8 @@ class HubCore:
         link.granted = frozenset(answer.ack.granted_capabilities)
         if Capability.LOCAL_LLM in link.granted:
             link.llm_models = tuple(hello.local_llm_models or ())
+        if self._llm_without_models and not link.llm_models:  # a planted defect
+            link.llm_models = ("",)  # any agent looks as if it had a model
         link.capacity = link.limit = answer.ack.max_concurrent
         advance(link, AgentEvent.HELLO_ACCEPTED)
         link.hello_deadline = None

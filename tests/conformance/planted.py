@@ -199,6 +199,12 @@ PLANTED += [
         "llm_chunk_finish_reason",
         {"LE-llm-chunk-finish-reason", "LE-llm-failed-midstream"},
         ("local_llm",),
+        cases=(
+            "LE-llm-chunk-finish-reason",
+            "LE-llm-failed-midstream",
+            "LE-llm-response-assembled",
+            "LE-llm-no-stream",
+        ),
     ),
     agent(
         "llm_busy_unenforced",
@@ -206,7 +212,16 @@ PLANTED += [
         ("local_llm",),
         cases=("LE-llm-busy", "LE-llm-stream-chunks", "LE-llm-failed"),
     ),
-    agent("serial_without_negotiation", {"LE-serial-not-negotiated"}, ("serial_io",)),
+    agent(
+        "serial_without_negotiation",
+        {"LE-serial-not-negotiated"},
+        ("serial_io",),
+        cases=(
+            "LE-serial-not-negotiated",
+            "LE-serial-round-trip",
+            "LE-serial-offered-with-hardware",
+        ),
+    ),
     # Refusing device names off Windows is one reading of PATH_RESERVED_NAME:
     # the defect fails under `--profile reserved-names=every-os` (the default
     # `either` accepts both behaviours).
@@ -239,6 +254,7 @@ PLANTED += [
         ("requests", "retry"),
     ),
     hub("shared_ids", {"LE-hub-ids-not-crossed"}, ("requests",)),
+    hub("llm_without_models", {"LE-hub-llm-unavailable"}, ("local_llm",)),
     # A relay-performance defect the spec has no rule for: it fails no case
     # (the simulator's head-of-line scenario catches it).
     hub("head_of_line", set(), ("requests",)),
