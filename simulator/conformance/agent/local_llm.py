@@ -77,12 +77,10 @@ async def complete(
 ) -> tuple[Frame, list[Frame], list[Frame]]:
     """The terminal answer, the chunks before it, and any frame of the id after it."""
     answer = await conn.request(REQUEST, payload, timeout=ANSWER_WAIT)
-    late = await conn.socket.wait_for(lambda f: f.id == answer.id, AFTERMATH, after=answer.t)
-    chunks = conn.socket.frames(of_type(CHUNK_TYPE, answer.id))
-    after = [f for f in conn.socket.frames(lambda f: f.id == answer.id) if f.t > answer.t]
-    if late is not None and late not in after:
-        after.append(late)
-    return answer, [c for c in chunks if c.t < answer.t], after
+    await conn.socket.wait_for(lambda f: f.id == answer.id, AFTERMATH, after=answer.t)
+    mine = conn.socket.frames(lambda f: f.id == answer.id)
+    chunks = [f for f in mine if f.type == CHUNK_TYPE and f.t < answer.t]
+    return answer, chunks, [f for f in mine if f.t > answer.t]
 
 
 @case(
