@@ -320,9 +320,13 @@ PLANTED += [
         "reusable_key",
         {"DSH-enroll-key-single-use", "DSH-keys-one-pending"},
         ("enrollment",),
-        cases=("DSH-enroll-key-single-use", "DSH-keys-one-pending", "DSH-enroll-answer",
-               "DSH-key-status"),
-    ),  # fmt: skip
+        cases=(
+            "DSH-enroll-key-single-use",
+            "DSH-keys-one-pending",
+            "DSH-enroll-answer",
+            "DSH-key-status",
+        ),
+    ),
     dsh_hub(
         "token_in_clear",
         {"DSH-auth-token-at-rest"},
