@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from tetherbed.simulator.conformance.profiles import Ambiguity, declare
 
-NOTES = "docs/spec-notes.md, dsh-computers › Judging dsh-computers targets"
+NOTES = "docs/spec-notes.md, dsh-computers: judging other implementations"
 
 KEY_USED_WHEN = declare(
     Ambiguity(
