@@ -1,6 +1,7 @@
 """The dsh-computers spec's own ambiguities, as profiles both dsh suites read.
 
-Each is recorded in docs/spec-notes.md ("Judging dsh-computers targets"):
+Each is recorded in docs/spec-notes.md ("dsh-computers: judging other
+implementations"):
 
 - `key-used-when`: §2/§3.1 consume an enrollment key at enroll; §11.6.4 keeps
   it pending until the agent's first successful stream.
