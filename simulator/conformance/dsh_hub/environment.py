@@ -177,7 +177,8 @@ class DshHubEnvironment:
         self._base: Path | None = None
         self._access: HubAccess | None = None
         self._users: asyncio.Queue[str] | None = None
-        self.description = target.describe().split(", ", 1)[1]
+        # The target keeps a ws:// URL (the hub serves both); show the http:// one.
+        self.description = target.describe().split(", ", 1)[1].replace(" at ws", " at http")
         self.details: dict[str, Any] = {
             "hub": self.description,
             "adapter": adapter,
