@@ -12,7 +12,7 @@ import base64
 
 from tetherbed.simulator.conformance.dsh_hub.environment import DshHubContext
 from tetherbed.simulator.conformance.dsh_hub.http import EventStream, Received
-from tetherbed.simulator.conformance.dsh_hub.raw_agent import RawSseAgent
+from tetherbed.simulator.conformance.dsh_hub.raw_agent import RawSseAgent, enroll_body
 from tetherbed.simulator.conformance.levels import Level
 from tetherbed.simulator.conformance.registry import case
 from tetherbed.wire.dsh import constants as C
@@ -195,3 +195,31 @@ async def exec_offline(ctx: DshHubContext) -> None:
     ctx.require(outcome.error is not None, f"an offline computer: {outcome.describe()}")
     unknown = await ctx.exec("no-such-computer-here", "true")
     ctx.require(unknown.error is not None, f"an unknown computer: {unknown.describe()}")
+
+
+@case(
+    "DSH-exec-update-required",
+    level=Level.MUST,
+    section="§11.6.5 Update-required: minAgentVersion gates tool calls",
+    rule="A computer whose agent reports version 0.1.0 (older than any minAgentVersion) is "
+    "marked updateRequired in /state, and computer_exec on it fails without an exec event.",
+)
+async def exec_update_required(ctx: DshHubContext) -> None:
+    raw = ctx.agent()
+    body = enroll_body(await ctx.new_key(), raw.name)
+    body["agentVersion"] = "0.1.0"
+    answer = await raw.enroll("", body=body)
+    ctx.require(answer.status == 200, f"enroll was answered {answer.describe()}")
+    await ctx.streaming(raw)
+    row = await ctx.computer_view(raw.computer_id or "") or {}
+    ctx.require(
+        row.get("updateRequired") is True,
+        f"/state says updateRequired {row.get('updateRequired')!r}",
+    )
+    assert raw.stream is not None
+    before = len(raw.stream.events)
+    outcome = await ctx.exec(raw.computer_id or "", "true")
+    ctx.require(outcome.error is not None, f"computer_exec on an old agent: {outcome.describe()}")
+    ctx.observe(f"the error: {outcome.error}")
+    sent = [e for e in raw.stream.events[before:] if e.name == C.Event.EXEC]
+    ctx.require(not sent, "an exec event went to the old agent")
