@@ -343,6 +343,7 @@ def test_defects_misnumber_chunks(defect: str, first: int) -> None:
     agent.run(agent.core.process_output("req_1", "stdout", b"b"))
     first_post = agent.posts(C.Route.RESULTS_CHUNK)[0]
     agent.run(agent.core.post_answered(first_post.post_id, 200, {"ok": True}))
+    agent.tick(0.2)
     seqs = [p.body["seq"] for p in agent.posts(C.Route.RESULTS_CHUNK)]
     assert seqs[0] == first and seqs != list(range(len(seqs)))
 
