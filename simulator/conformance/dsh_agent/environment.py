@@ -18,15 +18,12 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tetherbed.simulator.conformance.case import Case, Context
-from tetherbed.simulator.conformance.dsh_agent.scripted_hub import (
-    Enrollment,
-    ScriptedHub,
-    ServedStream,
-)
+from tetherbed.simulator.conformance.dsh_agent.scripted_hub import ScriptedHub, ServedStream
 from tetherbed.simulator.conformance.environment import TargetUnavailable
 from tetherbed.simulator.conformance.evidence import Evidence
 from tetherbed.simulator.conformance.processes import CaseProcess, StartFailed
@@ -39,6 +36,14 @@ REFERENCE = (sys.executable, "-m", "tetherbed", "agent", "--transport", "sse")
 ENROLL_TIMEOUT = 30.0
 #: Seconds from `run` to a stream that got hello.
 STARTUP_TIMEOUT = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class Enrollment:
+    """How `CMD enroll` ended: its exit code (None: it did not end) and its output."""
+
+    exit_code: int | None
+    output: str
 
 
 class DshAgentContext(Context):

@@ -14,7 +14,7 @@ import contextlib
 import json
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -251,10 +251,3 @@ class ScriptedHub:
         if route == C.Route.HEARTBEAT:
             return self._answer(channel, 200, {"ok": True, "name": self.name})
         return self._answer(channel, 200, {"ok": True})
-
-
-@dataclass(slots=True)
-class Enrollment:
-    exit_code: int | None
-    output: str
-    posts: list[Post] = field(default_factory=list)
