@@ -15,7 +15,7 @@ from tetherbed.simulator.conformance.registry import case
 from tetherbed.wire.dsh import constants as C
 
 #: Seconds the hub gets to notice a closed stream (the FIN has to reach it).
-NOTICE = 2.0
+NOTICE = 3.0
 
 
 async def offline_within(ctx: DshHubContext, computer_id: str, seconds: float) -> bool:
