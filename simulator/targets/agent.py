@@ -18,6 +18,7 @@ of a scenario:
 | `{ollama_url}` | the agent's local LLM server (`options.llm`), else empty |
 | `{serial_ports}` | its virtual serial ports (`options.serial`): `PATH=DESC,...`, else empty |
 | `{usb_devices}` | a USB device to advertise, `VID:PID=DESC` (conformance cases), else empty |
+| `{gpio_lines}` | a GPIO line to advertise, `CHIP:LINE=DESC` (conformance cases), else empty |
 | `{recycle_bin}` | the folder its recycle-bin delete mode uses (conformance cases), else empty |
 
 The same placeholders work in `env`. The token is also always in the
@@ -55,6 +56,7 @@ PLACEHOLDERS = (
     "ollama_url",
     "serial_ports",
     "usb_devices",
+    "gpio_lines",
     "recycle_bin",
 )
 DEFAULT_SHELL_FLAG = "--enable-shell"

@@ -43,7 +43,8 @@ REFERENCE_DATA = (
     "--session-id", "{session}", "--root", "{root}", "--machine-id", "{machine}",
     "--state-dir", "{state}", "{shell_flag}", "--max-concurrent", "{max_concurrent}",
     "--protocol-version", "{protocol_version}", "--ollama-url={ollama_url}",
-    "--serial-port={serial_ports}", "--usb-device={usb_devices}", "--recycle-bin={recycle_bin}",
+    "--serial-port={serial_ports}", "--usb-device={usb_devices}", "--gpio-line={gpio_lines}",
+    "--recycle-bin={recycle_bin}",
 )  # fmt: skip
 REFERENCE_CONTROL = (
     sys.executable, "-m", "tetherbed", "agent", "--hub", "{hub_url}", "--token", "{token}",
@@ -126,12 +127,14 @@ class AgentContext(Context):
         ollama_url: str = "",
         serial_ports: str = "",
         usb_devices: str = "",
+        gpio_lines: str = "",
         recycle_bin: str = "",
     ) -> CaseProcess:
         """One agent process from the target's template. `ollama_url`,
-        `serial_ports`, `usb_devices` and `recycle_bin` fill the placeholders of
-        the same names (docs/targets.md): a case that gives an agent a local LLM,
-        a serial device, a USB device or a recycle bin; empty otherwise."""
+        `serial_ports`, `usb_devices`, `gpio_lines` and `recycle_bin` fill the
+        placeholders of the same names (docs/targets.md): a case that gives an
+        agent a local LLM, a serial device, a USB device, a GPIO line or a
+        recycle bin; empty otherwise."""
         target = self.environment.control if control else self.environment.agent
         if target is None:
             self.not_applicable("no control-mode command for this agent (--control-command)")
@@ -149,6 +152,7 @@ class AgentContext(Context):
             "ollama_url": ollama_url,
             "serial_ports": serial_ports,
             "usb_devices": usb_devices,
+            "gpio_lines": gpio_lines,
             "recycle_bin": recycle_bin,
         }
         argv = [*wrap, *absolute_paths(target.argv(values))]

@@ -30,6 +30,7 @@ HELLO = "Message Types › Handshake › HELLO (hardware)"
 EXTENSION = f"Tetherbed extension {x.CAPABILITY} (wire/serial_io.py)"
 DESCRIPTION = "Tetherbed simulated device"
 USB = ("2341", "0043", "Arduino Uno")
+GPIO = ("gpiochip0:17", "LED")
 #: Every capability the spec names: a platform that does not know the extension grants these.
 SPEC_CAPABILITIES = {str(c) for c in Capability}
 #: Read timeouts: long enough for the device's reply on a loaded machine.
@@ -39,15 +40,16 @@ UNGRANTED_WAIT = 5.0
 
 
 async def hardware_agent(
-    ctx: AgentContext, *, grant_extension: bool = True, usb: bool = False
+    ctx: AgentContext, *, grant_extension: bool = True, usb: bool = False, gpio: bool = False
 ) -> tuple[AgentConnection, VirtualSerialPort]:
-    """An agent given a serial device (and a USB device with `usb`), connected."""
+    """An agent given a serial device (and a USB device, a GPIO line), connected."""
     port = await serial_device(ctx)
     grant = None if grant_extension else SPEC_CAPABILITIES
     conn = await ctx.connect(
         AckPolicy(grant=grant),
         serial_ports=f"{port.client_end}={DESCRIPTION}",
         usb_devices=f"{USB[0]}:{USB[1]}={USB[2]}" if usb else "",
+        gpio_lines=f"{GPIO[0]}={GPIO[1]}" if gpio else "",
     )
     return conn, port
 
@@ -268,4 +270,21 @@ async def usb_not_supported(ctx: AgentContext) -> None:
     answer = await serial(conn, x.S.SERIAL_OPEN, port=f"usb:{USB[0]}:{USB[1]}")
     require_error(
         answer, str(ErrorCode.FEATURE_NOT_SUPPORTED), "SERIAL_OPEN of an advertised USB device"
+    )
+
+
+@case(
+    "LE-serial-gpio-not-supported",
+    level=Level.MUST,
+    section=f"{HELLO}; {EXTENSION}",
+    rule="SERIAL_OPEN of an advertised GPIO line is FEATURE_NOT_SUPPORTED: GPIO is "
+    "advertised, but no I/O exists for it.",
+)
+async def gpio_not_supported(ctx: AgentContext) -> None:
+    conn, _ = await extension_agent(ctx, gpio=True)
+    if "hardware_gpio" not in conn.advertised:
+        ctx.not_applicable("the agent does not advertise the GPIO line it was given")
+    answer = await serial(conn, x.S.SERIAL_OPEN, port=GPIO[0])
+    require_error(
+        answer, str(ErrorCode.FEATURE_NOT_SUPPORTED), "SERIAL_OPEN of an advertised GPIO line"
     )
