@@ -25,8 +25,9 @@ from tetherbed.wire.codes import ErrorCode
 
 SECTION = "Error codes › PATH_RESERVED_NAME; File Operations › FILE_WRITE, FILE_MOVE"
 CODE = str(ErrorCode.PATH_RESERVED_NAME)
-#: Device names as the spec lists them, in the spellings Windows treats alike.
-RESERVED = ("CON", "prn", "NUL.txt", "com1", "LPT9.log", "Aux")
+#: Device names the spec lists (CON/PRN/NUL/COM*/LPT*), in spellings Windows treats
+#: alike; AUX, which Windows reserves too but the spec leaves out, is not judged.
+RESERVED = ("CON", "prn", "NUL.txt", "com1", "LPT9.log")
 #: Names that only resemble them: ordinary files everywhere.
 LOOKALIKES = ("console.log", "nullable.txt", "printer.txt", "lpt.md", "auxiliary")
 
@@ -38,7 +39,7 @@ RESERVED_NAMES = declare(
         "spec does not say whether a shim elsewhere refuses them too.",
         readings={
             "either": "creating such a name answers PATH_RESERVED_NAME or succeeds",
-            "every-os": "creating such a name (CON, PRN, AUX, NUL, COM1-9, LPT1-9, with any "
+            "every-os": "creating such a name (CON, PRN, NUL, COM1-9, LPT1-9, with any "
             "extension, in any case) is PATH_RESERVED_NAME on every OS, and nothing is created",
             "windows-only": "off Windows they are ordinary names: creating one succeeds",
         },
@@ -69,7 +70,7 @@ async def judge(ctx: AgentContext, conn: AgentConnection, name: str, answer: Fra
     "LE-files-reserved-name-write",
     level=Level.MUST,
     section=SECTION,
-    rule="FILE_WRITE of a Windows device name (CON, PRN, NUL.txt, COM1, LPT9.log, AUX) is "
+    rule="FILE_WRITE of a Windows device name (CON, PRN, NUL.txt, COM1, LPT9.log) is "
     "judged by the reserved-names reading: PATH_RESERVED_NAME on every OS, or created.",
     reads=("reserved-names",),
 )
