@@ -104,7 +104,7 @@ class NativeContext(Context):
 
     async def video_capable(self, peer: NativePeer) -> dict[str, Any]:
         hello = await peer.result("hello", protocol=crossdesk.PROTOCOL)
-        if hello.get("video_transport") != crossdesk.VIDEO_TRANSPORT:
+        if hello.get(crossdesk.HELLO_VIDEO_TRANSPORT) != crossdesk.VIDEO_TRANSPORT:
             self.not_applicable("the adapter does not advertise loopback WebSocket video")
         return hello
 
