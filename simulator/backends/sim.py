@@ -49,7 +49,7 @@ from tetherbed.simulator.sim.dsh.nodes import SimDshAgents
 from tetherbed.simulator.sim.hub_node import SimHub
 from tetherbed.simulator.sim.network import SimNetwork
 from tetherbed.simulator.sim.serial import SimSerialPort
-from tetherbed.simulator.sim.shell import run_sim_command
+from tetherbed.simulator.sim.shell import run_sim_command, sim_agent_environment
 from tetherbed.simulator.sim.tcp import SimTcp
 from tetherbed.simulator.targets import Target
 from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop
@@ -324,7 +324,7 @@ class SimBackend(Backend):
             operations=DataOperations(
                 root=root,
                 clock=self.clock,
-                agent_env={},
+                agent_env=sim_agent_environment(root),
                 offload=False,
                 shell=run_sim_command,
                 local_llm=self._llm(agent),

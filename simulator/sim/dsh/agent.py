@@ -24,7 +24,7 @@ from tetherbed.agent.dsh.core import RunFs
 from tetherbed.agent.dsh.runner import AgentRunner, RuntimeOptions
 from tetherbed.agent.dsh.transport import HubHttp
 from tetherbed.agent.dsh.version import AGENT_VERSION
-from tetherbed.simulator.sim.shell import run_script
+from tetherbed.simulator.sim.shell import run_script, sim_agent_environment
 from tetherbed.simulator.sim.tcp import SimTcp
 from tetherbed.wire.dsh import constants as C
 
@@ -111,7 +111,13 @@ class SimCommandRunner:
         code: int | None = None
         signal: str | None = None
         try:
-            code = await run_script(command, cwd, printed("stdout"), printed("stderr"))
+            code = await run_script(
+                command,
+                cwd,
+                printed("stdout"),
+                printed("stderr"),
+                sim_agent_environment(self._workspace),
+            )
         except asyncio.CancelledError:
             signal = "SIGKILL"
         self._running.pop(request_id, None)
