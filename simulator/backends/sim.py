@@ -50,6 +50,7 @@ from tetherbed.simulator.sim.hub_node import SimHub
 from tetherbed.simulator.sim.network import SimNetwork
 from tetherbed.simulator.sim.serial import SimSerialPort
 from tetherbed.simulator.sim.shell import run_sim_command, sim_agent_environment
+from tetherbed.simulator.sim.stepped_calls import SteppedCalls
 from tetherbed.simulator.sim.tcp import SimTcp
 from tetherbed.simulator.targets import Target
 from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop
@@ -329,10 +330,18 @@ class SimBackend(Backend):
                 shell=run_sim_command,
                 local_llm=self._llm(agent),
                 serial_ports=agent.serial_ports(),
+                run_blocking=self._file_ops(agent),
             ),
             audit=NullAuditSink(),
             events=lambda event, **fields: self._agent_event(agent, event, fields),
         )
+
+    def _file_ops(self, agent: _AgentNode) -> Any:
+        """Overlapping file operations (`stepped_calls`), unless `file_ops: serial`."""
+        if agent.spec.options.get("file_ops", "overlapped") == "serial":
+            return None
+        rng = random.Random(f"{self.seed}/{agent.spec.name}/{agent.starts}/files")
+        return SteppedCalls(rng).run
 
     async def stop(self, node: str) -> None:
         if node == "hub":

@@ -203,6 +203,12 @@ AGENT_OPTIONS = Record(
         "protocol_version": Field(Text()),
         "defects": Field(ListOf(Text(tuple(sorted(AGENT_DEFECTS))))),
         "files": Field(MapOf(Text(nonempty=False)), doc="initial files: {path: content}"),
+        "file_ops": Field(
+            Text(("overlapped", "serial")),
+            doc="sim only: 'serial' runs file operations one at a time, atomically "
+            "(how the sim ran them before they overlapped as on a real machine)",
+            backends=frozenset({"sim"}),
+        ),
         "llm": Field(
             LLM_OPTIONS,
             doc="a local Ollama-compatible server for this agent",
