@@ -73,3 +73,39 @@ def test_overlapping_file_operations_show_it_seeded(tmp_path: Path) -> None:
     # A seed fixes the interleaving.
     seed = overtaken[0]
     assert write_then_read(tmp_path / "again", seed, "overlapped") == outcomes[seed]
+
+
+def write_then_list(workdir: Path, seed: int, file_ops: str) -> list[str]:
+    """The names a FILE_LIST sent right after a FILE_WRITE of a new file returned."""
+    options = {"file_ops": file_ops, "files": {"old.txt": "o"}}
+    tb = Testbed(
+        topology(
+            agents={"laptop": {"machine": "m1", "session": "s1", "options": options}},
+            clients={"alice": {"session": "s1"}},
+        ),
+        backend="sim",
+        seed=seed,
+        workdir=workdir / f"list-{file_ops}-{seed}",
+    )
+    try:
+        tb.start("hub")
+        tb.start("laptop")
+        tb.expect(agent="laptop", state="connected")
+        write = tb.send("alice", "FILE_WRITE", {"path": "new.txt", "content": "n"})
+        tb.wait(0.002)  # the list leaves while the write is (or was) at its fsync
+        listing = tb.send("alice", "FILE_LIST", {"path": "."})
+        tb.expect(client="alice", id=write, outcome="ok", within=5)
+        tb.expect(client="alice", id=listing, outcome="ok", within=5)
+        answered = tb.backend.recorder.find(
+            lambda r: r.process == "client:alice" and r.req == listing and r.type == "ok"
+        )
+        assert answered is not None
+        return list(answered.value["names"])
+    finally:
+        tb.close()
+
+
+def test_a_listing_may_or_may_not_see_a_write_in_flight(tmp_path: Path) -> None:
+    assert write_then_list(tmp_path, 1, "serial") == ["new.txt", "old.txt"]
+    seen = {tuple(write_then_list(tmp_path, seed, "overlapped")) for seed in range(1, 17)}
+    assert seen == {("old.txt",), ("new.txt", "old.txt")}
