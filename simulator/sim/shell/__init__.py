@@ -10,8 +10,8 @@ the process backend" message on stderr, never with a different result.
 Implemented: quoting, `;`, newlines, `&&`, `||`, `#` comments, NAME=value,
 $NAME, ${NAME}, $? and a leading ~ (the command's environment: the agent's
 baseline variables, HOME included, and the request's `env`), field
-splitting, `>` and `>>` on one command, and the commands echo, cat, sleep
-(virtual seconds), true, false, :, pwd and exit (`commands.py`). The grammar
+splitting, `>` and `>>` on one command, `cd`, and the commands echo, cat,
+sleep (virtual seconds), true, false, :, pwd and exit (`commands.py`). The grammar
 and what is refused are in `syntax.py`; tests/unit/simulator/test_sim_shell.py
 runs command lines through both this and /bin/sh and compares.
 """

@@ -1,4 +1,5 @@
-"""The commands the sim shell runs: echo, cat, sleep, true, false, :, pwd, exit.
+"""The commands the sim shell runs: echo, cat, sleep, true, false, :, pwd, exit
+(and `cd`, which changes the shell itself: `interpreter.py`).
 
 Each behaves as dash's builtin or the coreutils program does for the
 arguments it accepts, and refuses the arguments where those differ or where
@@ -39,6 +40,8 @@ class Output:
     write: Callable[[bytes], object]
     err: Callable[[str], None]
     cwd: str
+    #: The shell's logical working directory (what `pwd` prints).
+    pwd: str
     status: int
     #: The file stdout is redirected to, if any (cat refuses to read it).
     redirected_to: str | None = None
@@ -93,7 +96,7 @@ async def false(args: list[str], out: Output) -> int:
 async def pwd(args: list[str], out: Output) -> int:
     if args:
         raise Refused("pwd with arguments is not supported")
-    out.write((_real_path(out.cwd) + "\n").encode("utf-8", "surrogateescape"))
+    out.write((out.pwd + "\n").encode("utf-8", "surrogateescape"))
     return 0
 
 
@@ -109,10 +112,6 @@ def _read(path: str) -> bytes:
     # Blocking on purpose: the sim loop must not hand work to threads.
     with open(path, "rb") as f:
         return f.read()
-
-
-def _real_path(path: str) -> str:
-    return os.path.realpath(path)
 
 
 def _quoted_name(name: str) -> str:

@@ -79,9 +79,25 @@ def _open_for_output(path: str, *, append: bool) -> BinaryIO:
         raise Refused(f"a redirection that fails ({exc.strerror}) is not supported") from None
 
 
+def _real_path(path: str) -> str:
+    return os.path.realpath(path)
+
+
+def _normal(path: str) -> str:
+    normal = os.path.normpath(path)
+    return "/" + normal.lstrip("/")  # POSIX may keep a leading '//'; sh does not here
+
+
+def _enterable(path: str) -> bool:
+    return os.path.isdir(path) and os.access(path, os.X_OK)
+
+
 class _Shell:
     def __init__(self, cwd: str, out: list[str], err: list[str], variables: dict[str, str]) -> None:
         self.cwd = cwd
+        #: The logical working directory, as `sh` keeps it in PWD: it starts
+        #: physical (the command's environment has no PWD) and `cd` moves it.
+        self.pwd = _real_path(cwd)
         self.out = out
         self.err = err
         self.variables = variables
@@ -108,7 +124,7 @@ class _Shell:
         words = expansion.fields(command.words, self.variables, self.status)
         if words:
             name = words[0]
-            run = SHELL_COMMANDS.get(name)
+            run = self._cd if name == "cd" else SHELL_COMMANDS.get(name)
             if run is None:
                 raise Refused(f"the command {name!r} is not simulated")
         target = None
@@ -126,6 +142,22 @@ class _Shell:
                 return 0
             return await run(words[1:], self.output(sink.write, target))
 
+    async def _cd(self, args: list[str], out: Output) -> int:
+        """`cd [DIR]` as `cd -L` does it: the logical path, `..` taken textually."""
+        if len(args) > 1 or (args and (not args[0] or args[0].startswith("-"))):
+            raise Refused(f"cd {' '.join(args)} is not supported")
+        target = args[0] if args else self.variables.get("HOME")
+        if not target:
+            raise Refused("cd with HOME unset is not supported")
+        given = os.path.join(self.pwd, target)
+        logical = _normal(given)
+        # Every component must exist too: dash takes `missing/..` textually,
+        # bash refuses it; where they differ the sim does neither.
+        if not _enterable(given) or not _enterable(logical):
+            raise Refused(f"cd into {target!r}, which is no directory it can enter (sh's message)")
+        self.pwd = self.cwd = logical
+        return 0
+
     def output(
         self, write_file: Callable[[bytes], object] | None, target: str | None = None
     ) -> Output:
@@ -137,6 +169,7 @@ class _Shell:
             write=to_stdout if write_file is None else write_file,
             err=self.err.append,
             cwd=self.cwd,
+            pwd=self.pwd,
             status=self.status,
             redirected_to=target,
         )

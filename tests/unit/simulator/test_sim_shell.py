@@ -151,7 +151,17 @@ DIFFERENTIAL = [
     "echo `pwd`",
     "ls",
     'echo "unterminated',
-    "cd /",
+    "cd sub && pwd && cat inner.txt && echo x > made.txt; cat made.txt",
+    "cd sub; cd ..; pwd; cat seed.txt",
+    "cd; pwd; echo at home > h.txt; cd sub; pwd",
+    "cd sub/; cd ../sub/.; pwd",
+    "cd link; pwd; cat inner.txt; cd ..; pwd; cat seed.txt",
+    "cd link/..; pwd; cat seed.txt",
+    "cd missing/..",
+    "cd missing",
+    "cd seed.txt",
+    "cd -",
+    "cd a b",
     "if true; then echo x; fi",
     "echo a; ; echo b",
     "echo a &",
@@ -206,7 +216,7 @@ def in_sh(shell: str, command: str, directory: Path, home: Path) -> Outcome:
         timeout=30,
         check=False,
     )
-    return Outcome(done.stdout, done.stderr, done.returncode, snapshot(directory))
+    return Outcome(done.stdout, done.stderr, done.returncode, snapshot(directory.parent))
 
 
 def in_sim(command: str, directory: Path, home: Path) -> Outcome:
@@ -223,7 +233,7 @@ def in_sim(command: str, directory: Path, home: Path) -> Outcome:
         )
     finally:
         loop.close()
-    return Outcome(result.stdout, result.stderr, result.exit_code, snapshot(directory))
+    return Outcome(result.stdout, result.stderr, result.exit_code, snapshot(directory.parent))
 
 
 def refused(outcome: Outcome) -> bool:
@@ -240,18 +250,25 @@ def compare(command: str, shell: str) -> Outcome:
     """Run `command` through the sim and `shell` in twin directories; assert the rule."""
     with tempfile.TemporaryDirectory() as base:
         root = Path(base).resolve()
-        for name in ("sim", "sh"):
-            (root / name).mkdir()
-            (root / name / "seed.txt").write_text("seed\n")
-        sim = in_sim(command, root / "sim", root)
+        for name in ("sim", "sh"):  # each side: its work folder and its HOME
+            (root / name / "work" / "sub").mkdir(parents=True)
+            (root / name / "work" / "seed.txt").write_text("seed\n")
+            (root / name / "work" / "sub" / "inner.txt").write_text("inner\n")
+            (root / name / "work" / "link").symlink_to("sub")
+            (root / name / "home").mkdir()
+        sim = in_sim(command, root / "sim" / "work", root / "sim" / "home")
         if refused(sim):
             return sim
-        real = in_sh(shell, command, root / "sh", root)
+        real = in_sh(shell, command, root / "sh" / "work", root / "sh" / "home")
+
+        def as_sim(text: str) -> str:  # the twin's paths, where sh printed its own
+            return text.replace(str(root / "sh"), str(root / "sim"))
+
         expected = Outcome(
-            real.stdout.replace(str(root / "sh"), str(root / "sim")),
-            real.stderr,
+            as_sim(real.stdout),
+            as_sim(real.stderr),
             real.exit_code,
-            real.files,
+            {name: as_sim(content) for name, content in real.files.items()},
         )
         assert sim == expected, f"{command!r}: the sim differs from {shell}"
         return sim
@@ -273,7 +290,7 @@ _ATOMS = [
 ]  # fmt: skip
 _COMMANDS = [
     "echo", "echo", "echo", "true", "false", "exit", "cat f", "cat nope", "X=", "sleep 0",
-    "pwd", ":", "ls", "cd", "if",
+    "pwd", ":", "ls", "cd", "cd sub", "cd link", "cd sub/..", "if",
 ]  # fmt: skip
 _JOINERS = ["; ", " && ", " || ", "\n", " | ", " & ", " > f ", " >> f ", ";; "]
 
