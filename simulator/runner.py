@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tetherbed.simulator import control_steps
 from tetherbed.simulator.backends.base import Backend, BackendError
 from tetherbed.simulator.checkers import Verdict, run_checkers
 from tetherbed.simulator.client import ScenarioClient
@@ -222,6 +223,7 @@ class ScenarioRunner:
         self.recorder = backend.recorder
         self.clients: dict[str, ScenarioClient | DshClient] = {}
         self.dsh = dsh_steps.DshSteps(self)
+        self.control = control_steps.ControlSteps(self)
         self.step_failure: str | None = None
         self.step_unjudged = False
         self.error: str | None = None
@@ -254,6 +256,11 @@ class ScenarioRunner:
         if spec.dsh:
             self.clients[spec.name] = DshClient(
                 spec, lambda: self.backend.dsh_http(spec), self.recorder
+            )
+            return
+        if spec.machine is not None:  # api: machine, to a control-mode agent
+            self.clients[spec.name] = ScenarioClient(
+                spec, lambda: self.backend.open_machine_client(spec), self.recorder
             )
             return
         self.clients[spec.name] = ScenarioClient(
@@ -343,6 +350,11 @@ class ScenarioRunner:
             client = self.clients[args["client"]]
             assert isinstance(client, ScenarioClient)
             await client.send(str(args["id"]), args["type"], dict(args.get("payload") or {}))
+        elif kind in control_steps.STEP_KINDS:
+            try:
+                await self.control.run_step(step)
+            except control_steps.StepFailed as failed:
+                raise StepFailed(str(failed)) from None
         elif kind in dsh_steps.STEP_KINDS:
             try:
                 await self.dsh.run_step(step)
