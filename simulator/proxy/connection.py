@@ -144,7 +144,7 @@ class ProxiedConnection:
                 close_timeout=self._proxy.close_timeout,
             )
             if self._proxy.scheduler is not None:
-                self._scheduled = self._proxy.scheduler.open(self._proxy.name)
+                self._scheduled = self._proxy.scheduler.open(self._proxy.schedule_link)
         for stream in STREAMS:
             self._tasks.append(asyncio.create_task(self._read(stream, readers[stream])))
             self._tasks.append(asyncio.create_task(self._write(stream)))

@@ -56,6 +56,7 @@ class FaultProxy:
         upstream_hostname: str | None = None,
         http: bool = False,
         scheduler: FrameScheduler | None = None,
+        schedule_link: str | None = None,
     ) -> None:
         """`rng` drives every random choice (toxicity, jitter, slice sizes); seed it
         to reproduce them. `websocket` turns on frame parsing after an HTTP upgrade;
@@ -75,7 +76,8 @@ class FaultProxy:
 
         `scheduler` (shared by the proxies of a run) holds every WebSocket
         message and releases it in its seeded or replayed order
-        (`proxy/scheduler/`); None forwards at once."""
+        (`proxy/scheduler/`); None forwards at once. `schedule_link` names this
+        proxy's frames in the decision log (default: its name)."""
         self.name = name
         self._listen = parse_address(listen, "listen")
         self.upstream_address = parse_address(upstream, "upstream")
@@ -92,6 +94,7 @@ class FaultProxy:
         self.rules = RuleBook()
         self.http = http
         self.scheduler = scheduler
+        self.schedule_link = schedule_link or name
         self.http_rules = HttpRuleBook()
         self._rng = rng if rng is not None else random.Random()
         self._toxics: list[Toxic] = []

@@ -3,6 +3,7 @@
     {"schedule": "explore", "seed": 7, "bound": "200ms,16", ...}          header
     {"n": 0, "t": 12.5, "frame": ["agent-w", 0, "down", 3], "type": "FILE_READ",
      "id": "a", "hold": 140, "held": [["agent-w", 0, "down", 4]], "why": "due"}
+    {"summary": {"released": 9, "divergence": {...}}}                    when it stops
     {"outcome": {"verdict": "fail", "failed": ["exactly_one_answer"]}}    appended
 
 `n` is the release order, `t` milliseconds since the scheduler started,
@@ -75,6 +76,8 @@ class DecisionLog:
     header: dict[str, Any] = field(default_factory=dict)
     decisions: list[Decision] = field(default_factory=list)
     outcome: dict[str, Any] | None = None
+    #: What the scheduler said when it stopped (released, divergence).
+    summary: dict[str, Any] | None = None
 
     @classmethod
     def read(cls, path: Path) -> DecisionLog:
@@ -92,6 +95,8 @@ class DecisionLog:
                     log.header = raw
                 elif "outcome" in raw:
                     log.outcome = raw["outcome"]
+                elif "summary" in raw:
+                    log.summary = raw["summary"]
                 else:
                     log.decisions.append(Decision.from_json(raw))
             except (ValueError, KeyError, TypeError) as exc:
@@ -113,6 +118,9 @@ class DecisionWriter:
 
     def write(self, decision: Decision) -> None:
         self._line(decision.to_json())
+
+    def summary(self, summary: dict[str, Any]) -> None:
+        self._line({"summary": summary})
 
     def close(self) -> None:
         if self._file is not None:

@@ -52,12 +52,21 @@ class FrameScheduler:
         return ScheduledConnection(self, link, number)
 
     def close(self) -> None:
-        """Stop: cancel the timer and close the decision log."""
+        """Stop: cancel the timer, end the decision log with a summary and close it."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         if self._writer is not None:
+            self._writer.summary(self.summary())
             self._writer.close()
+
+    def summary(self) -> dict[str, Any]:
+        """How many frames went out and, replaying, how far the run kept to its log."""
+        summary: dict[str, Any] = {"released": self.released}
+        finish = getattr(self.schedule, "finish", None)
+        if finish is not None:
+            summary["divergence"] = finish().to_json()
+        return summary
 
     # -- from connections ------------------------------------------------------
 

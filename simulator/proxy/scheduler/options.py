@@ -80,9 +80,7 @@ def schedule_report(scheduler: FrameScheduler) -> dict[str, Any]:
         "decisions": str(scheduler.decisions) if scheduler.decisions else None,
         "released": scheduler.released,
     }
-    schedule = scheduler.schedule
-    if isinstance(schedule, ReplaySchedule):
-        report["divergence"] = schedule.finish().to_json()
+    report.update(scheduler.summary())
     return report
 
 
