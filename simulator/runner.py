@@ -25,7 +25,7 @@ from tetherbed.simulator.client import ScenarioClient
 from tetherbed.simulator.dsh import steps as dsh_steps
 from tetherbed.simulator.dsh.client import DshClient
 from tetherbed.simulator.history import History, Record
-from tetherbed.simulator.proxy.scheduler import ScheduleOptions, record_outcome, schedule_report
+from tetherbed.simulator.proxy.scheduler import ScheduleOptions, record_outcome
 from tetherbed.simulator.reports.results import overall_verdict
 from tetherbed.simulator.scenario import ClientSpec, Scenario, Step
 from tetherbed.simulator.scenario.schema import SERIAL_STEPS
@@ -199,9 +199,9 @@ def run_scenario(
         strict=strict,
         inapplicable=runner.inapplicable,
     )
-    scheduler = getattr(backend, "scheduler", None)
-    if schedule is not None and scheduler is not None:
-        outcome.schedule = schedule_report(scheduler)
+    report_of = getattr(backend, "schedule_report", None)
+    if schedule is not None and report_of is not None:
+        outcome.schedule = report_of()
         failed = [v.name for v in verdicts if v.failed]
         if outcome.failure is not None:
             failed.append("step")

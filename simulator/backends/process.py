@@ -60,7 +60,7 @@ from tetherbed.simulator.peripherals.llm_server.config import LlmServerConfig
 from tetherbed.simulator.peripherals.serial_ports import DeviceSpec, VirtualSerialPort
 from tetherbed.simulator.proxy import ProxyRegistry
 from tetherbed.simulator.proxy.proxy import FaultProxy
-from tetherbed.simulator.proxy.scheduler import FrameScheduler, ScheduleOptions
+from tetherbed.simulator.proxy.scheduler import FrameScheduler, ScheduleOptions, schedule_report
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
 from tetherbed.simulator.targets import (
     AdminAdapter,
@@ -202,6 +202,10 @@ class ProcessBackend(Backend):
         self._admin: AdminAdapter | None = None
         self._tailer: asyncio.Task[None] | None = None
         self._watchers: set[asyncio.Task[None]] = set()
+
+    def schedule_report(self) -> dict[str, Any] | None:
+        """What the frame scheduler did (after teardown)."""
+        return schedule_report(self.scheduler) if self.scheduler is not None else None
 
     def _users(self) -> set[str]:
         users = {a.user for a in self.topology.agents.values()}
