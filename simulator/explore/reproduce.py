@@ -62,8 +62,11 @@ class Reproduction:
         if self.wanted is None or self.wanted.get("verdict") == "pass":
             what = "the recorded run passed; counted: runs that failed anyway"
         else:
-            failed = ", ".join(self.wanted.get("failed") or []) or "?"
-            what = f"the recorded failure: {failed}"
+            failed = [
+                "a failed expect/assert step" if name == "step" else f"checker {name}"
+                for name in self.wanted.get("failed") or []
+            ]
+            what = f"the recorded failure: {', '.join(failed) or '?'}"
         return (
             f"reproduced {self.reproduced} of {runs} runs ({what}); the frame order followed "
             f"the log exactly in {exact} of {runs}. Real processes are not deterministic: "
