@@ -16,12 +16,13 @@ this does not move with the machine's load by more than the margins).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from tests.third_party.targets import MINIMAL_AGENT
-from tetherbed.simulator.explore.reproduce import reproduce
+from tetherbed.simulator.cli import main
 from tetherbed.simulator.proxy.scheduler import DecisionLog, ScheduleOptions
 from tetherbed.simulator.runner import run_scenario
 from tetherbed.simulator.scenario import load_all
@@ -75,19 +76,28 @@ def test_a_seed_sweep_with_the_scheduler_finds_the_planted_race(tmp_path: Path) 
     assert answers[:2] == [stat.request_id, stat.request_id]
 
 
-def test_replaying_the_recorded_order_reproduces_the_race(tmp_path: Path) -> None:
-    result = reproduce(scenario(), "process", RECORDED, 2, target=RACY, decisions_folder=tmp_path)
-    assert [run.outcome.verdict for run in result.runs].count("fail") == result.reproduced
-    assert result.reproduced >= 1, result.summary()
-    assert "reproduced" in result.summary() and "not deterministic" in result.summary()
-    replayed = [json.loads(line) for line in (tmp_path / "replay-1.jsonl").read_text().splitlines()]
-    assert replayed[0]["schedule"] == "replay"
-    assert {line.get("why") for line in replayed[1:-1]} <= {
-        "replay",
-        "unexpected",
-        "late",
-        "past-log",
-    }
+def test_replaying_the_recorded_order_reproduces_the_race(tmp_path: Path, capsys) -> None:
+    status = main(
+        [
+            str(SCENARIO),
+            "--backend", "process",
+            "--agent-command", MINIMAL_AGENT + " --plant-race",
+            "--replay", str(RECORDED),
+            "--times", "2",
+            "--report", str(tmp_path),
+        ]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    said = re.search(r"reproduced (\d) of 2 runs", out)
+    assert said, out
+    assert status == (0 if int(said.group(1)) else 1)
+    assert int(said.group(1)) >= 1, out
+    assert "Real processes are not deterministic" in out
+    replays = tmp_path / "two-requests-back-to-back-process-replay"
+    replayed = [json.loads(line) for line in (replays / "replay-1.jsonl").read_text().splitlines()]
+    assert replayed[0]["schedule"] == "replay" and replayed[0]["seed"] == 5
+    whys = {line["why"] for line in replayed if "why" in line}
+    assert "replay" in whys and whys <= {"replay", "unexpected", "late", "past-log"}
     # The same agent, unscheduled, passes the scenario: the fixed order misses the race.
     plain = run_scenario(scenario(), "process", 5, tmp_path / "plain", target=RACY)
     assert plain.verdict == "pass", plain.failure or plain.run_error
