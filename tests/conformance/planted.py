@@ -70,6 +70,23 @@ def native(name: str, fails: set[str], families: tuple[str, ...], *,
     )  # fmt: skip
 
 
+def dsh_hub(name: str, fails: set[str], families: tuple[str, ...], *,
+            cases: tuple[str, ...] = ()) -> Planted:  # fmt: skip
+    flag = f"--dsh-defect={name}"
+    return Planted(
+        name, "dsh-hub", f"tetherbed hub {flag}", frozenset(fails), families=families,
+        args=(f"--hub-arg={flag}",), cases=cases,
+    )  # fmt: skip
+
+
+def dsh_agent(name: str, fails: set[str], families: tuple[str, ...], *,
+              cases: tuple[str, ...] = ()) -> Planted:  # fmt: skip
+    return Planted(
+        name, "dsh-agent", f"tetherbed agent --transport sse run --defect {name}",
+        frozenset(fails), families=families, args=(f"--run-arg=--defect={name}",), cases=cases,
+    )  # fmt: skip
+
+
 #: Long waits in the agent's families that only a defect of their own can fail.
 SLOW_AGENT = ("LE-status-cadence", "LE-reconnect-backoff", "LE-reconnect-backoff-reset")
 
@@ -295,6 +312,68 @@ PLANTED += [
         },
         ("envelope",),
         flags=("--strict-wire",),
+    ),
+]
+
+PLANTED += [
+    dsh_hub(
+        "reusable_key",
+        {"DSH-enroll-key-single-use", "DSH-keys-one-pending"},
+        ("enrollment",),
+        cases=(
+            "DSH-enroll-key-single-use",
+            "DSH-keys-one-pending",
+            "DSH-enroll-answer",
+            "DSH-key-status",
+        ),
+    ),
+    dsh_hub(
+        "token_in_clear",
+        {"DSH-auth-token-at-rest"},
+        ("auth",),
+        cases=("DSH-auth-token-at-rest", "DSH-auth-bearer-required", "DSH-events-hello"),
+    ),
+    dsh_hub(
+        "presence_from_heartbeat",
+        {"DSH-presence-stream"},
+        ("presence",),
+        cases=("DSH-presence-stream", "DSH-presence-health", "DSH-delete-kicks"),
+    ),
+    dsh_hub(
+        "chunks_out_of_order",
+        {"DSH-chunks-in-order"},
+        ("exec",),
+        cases=("DSH-chunks-in-order", "DSH-exec-dispatch"),
+    ),
+    dsh_hub(
+        "install_url_from_forwarded_header",
+        {"DSH-install-url-forwarded"},
+        ("install",),
+        cases=("DSH-install-url-forwarded", "DSH-join-sh", "DSH-keys-answer"),
+    ),
+    dsh_agent(
+        "ignore_cancel",
+        {"DSH-agent-cancel"},
+        ("exec",),
+        cases=("DSH-agent-cancel", "DSH-agent-exec-timeout"),
+    ),
+    dsh_agent(
+        "constant_seq",
+        {"DSH-agent-chunks-seq"},
+        ("exec",),
+        cases=("DSH-agent-chunks-seq", "DSH-agent-no-stream-old-host"),
+    ),
+    dsh_agent(
+        "seq_from_one",
+        {"DSH-agent-chunks-seq"},
+        ("exec",),
+        cases=("DSH-agent-chunks-seq", "DSH-agent-exec-result"),
+    ),
+    dsh_agent(
+        "reconnect_immediately",
+        {"DSH-agent-reconnect-backoff"},
+        ("stream",),
+        cases=("DSH-agent-reconnect-backoff", "DSH-agent-reconnect-after-end"),
     ),
 ]
 

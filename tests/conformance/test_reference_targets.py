@@ -1,5 +1,5 @@
-"""The self-test: Tetherbed's agent, hub and native adapter, the independent minimal agent and
-the stand-in hub each pass every MUST of their suite.
+"""The self-test: Tetherbed's agent, hub, native adapter, dsh hub and dsh agent, the
+independent minimal agent and the stand-in hub each pass every MUST of their suite.
 
 Every MUST case must *pass* — a skip would be a rule left unjudged, so the
 agent runs with a display (computer use) and its control mode. The summary
@@ -57,3 +57,11 @@ def test_standin_hub(tmp_path: Path) -> None:
 @pytest.mark.xvfb
 def test_reference_native(tmp_path: Path) -> None:
     _every_must_passes(conform("native", command=NATIVE, tmp=tmp_path))
+
+
+def test_reference_dsh_hub(tmp_path: Path) -> None:
+    _every_must_passes(conform("dsh-hub", tmp=tmp_path))
+
+
+def test_reference_dsh_agent(tmp_path: Path) -> None:
+    _every_must_passes(conform("dsh-agent", tmp=tmp_path))
