@@ -41,6 +41,9 @@ class FrameScheduler:
         )
         self._connections: dict[str, int] = {}
         self._deliveries: dict[FrameKey, Deliver] = {}
+        #: Frames submitted and not delivered yet, per lane. The schedule may
+        #: release several at once, so its own count is ahead of the deliveries.
+        self._undelivered: dict[tuple[str, int, str], int] = {}
         self._after_drain: dict[tuple[str, int, str], list[Deliver]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self.released = 0
@@ -72,18 +75,21 @@ class FrameScheduler:
 
     def _submit(self, frame: Frame, deliver: Deliver) -> None:
         self._deliveries[frame.key] = deliver
+        lane = frame.key.lane
+        self._undelivered[lane] = self._undelivered.get(lane, 0) + 1
         self._apply(self.schedule.arrive(frame, _now()))
 
     def _forget(self, link: str, connection: int) -> None:
         for key in [k for k in self._deliveries if (k.link, k.connection) == (link, connection)]:
             del self._deliveries[key]
-        for lane in [lane for lane in self._after_drain if lane[:2] == (link, connection)]:
-            del self._after_drain[lane]
+        for lanes in (self._after_drain, self._undelivered):
+            for lane in [lane for lane in lanes if lane[:2] == (link, connection)]:
+                del lanes[lane]
         self.schedule.forget(link, connection)
         self._apply(self.schedule.wake(_now()))
 
     def _when_drained(self, lane: tuple[str, int, str], callback: Deliver) -> None:
-        if not self.schedule.held_count(*lane):
+        if not self._undelivered.get(lane):
             callback()
         else:
             self._after_drain.setdefault(lane, []).append(callback)
@@ -107,6 +113,8 @@ class FrameScheduler:
         key = release.frame.key
         deliver = self._deliveries.pop(key, None)
         self.released += 1
+        if key.lane in self._undelivered:
+            self._undelivered[key.lane] -= 1
         if self._writer is not None:
             self._writer.write(release.decision)
         if deliver is None:
@@ -116,7 +124,7 @@ class FrameScheduler:
         except Exception:  # a connection that broke meanwhile: its own code handles it
             log.exception("delivering %s failed", key)
         waiting = self._after_drain.get(key.lane)
-        if waiting and not self.schedule.held_count(*key.lane):
+        if waiting and not self._undelivered.get(key.lane):
             del self._after_drain[key.lane]
             for callback in waiting:
                 callback()

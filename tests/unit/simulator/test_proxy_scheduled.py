@@ -8,6 +8,7 @@ docker backend runs beside each agent).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
 
 from tetherbed.simulator.proxy.registry import ProxyRegistry
 from tetherbed.simulator.proxy.scheduler import DecisionLog, ScheduleOptions
@@ -116,3 +118,30 @@ async def test_the_proxy_command_schedules_and_writes_its_decisions(tmp_path: Pa
     assert {d.key.link for d in log.decisions} == {"agent-w"}
     assert [d.kind for d in log.decisions if d.key.direction == "up"][:3] == ["FILE_READ"] * 3
     assert log.summary is not None and log.summary["released"] == len(log.decisions)
+
+
+async def test_a_half_close_waits_for_every_frame_released_with_it():
+    """The hub sends a revocation and a Close frame and hangs up at once while
+    the scheduler holds both: the agent still gets both before the FIN."""
+
+    async def revoke_and_hang_up(ws: ServerConnection) -> None:
+        await ws.send(_msg("revoked"))
+        await ws.send(_msg("last"))
+        ws.transport.close()  # FIN right behind them, no closing handshake
+
+    for seed in range(6):
+        async with serve(revoke_and_hang_up, "127.0.0.1", 0) as server:
+            upstream = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+            scheduler = ScheduleOptions.explore("60ms").build(seed)
+            registry = ProxyRegistry(random.Random(seed), scheduler=scheduler)
+            proxy = await registry.create("agent-a", "127.0.0.1:0", upstream)
+            try:
+                async with connect(f"ws://{proxy.listen}/ws", ping_interval=None, proxy=None) as ws:
+                    got = []
+                    with contextlib.suppress(ConnectionClosed):
+                        async for message in ws:
+                            got.append(json.loads(message)["id"])
+                assert got == ["revoked", "last"], f"seed {seed}"
+            finally:
+                await registry.close()
+                scheduler.close()
