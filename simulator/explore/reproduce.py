@@ -5,7 +5,8 @@ proxies release frames in the recorded order, but the agent and the hub still
 run on a real clock, so a frame may come late, early, or not at all. Each run
 says how far it kept to the log (`divergence`), and a run *reproduces* the
 failure when it fails the same way the recorded run did (the same failing
-checkers, and a failed step if the recorded run had one).
+checkers, and a failed step if the recorded run had one; a pass, for the log
+of a run that passed).
 """
 
 from __future__ import annotations
@@ -59,8 +60,10 @@ class Reproduction:
     def summary(self) -> str:
         runs = len(self.runs)
         exact = sum(run.followed_exactly for run in self.runs)
-        if self.wanted is None or self.wanted.get("verdict") == "pass":
-            what = "the recorded run passed; counted: runs that failed anyway"
+        if self.wanted is None:
+            what = "the log has no recorded verdict; counted: runs that failed"
+        elif self.wanted.get("verdict") == "pass":
+            what = "the recorded run passed; counted: runs that passed too"
         else:
             failed = [
                 "a failed expect/assert step" if name == "step" else f"checker {name}"
@@ -116,6 +119,10 @@ def reproduce(
 
 
 def _reproduced(outcome: RunOutcome, wanted: dict[str, Any] | None) -> bool:
+    """The run ended as the recorded one did: the same failure, or a pass for a
+    pass (a log without a verdict: any failure)."""
+    if wanted is not None and wanted.get("verdict") == "pass":
+        return outcome.verdict == "pass"
     if outcome.verdict != "fail":
         return False
     if wanted is None or wanted.get("verdict") != "fail":
