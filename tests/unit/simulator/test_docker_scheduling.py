@@ -77,3 +77,24 @@ def test_a_link_killed_before_its_summary_is_said_so(tmp_path: Path):
     _link_log(tmp_path, "a", [1.0], summary=False)
     report = merge_link_logs(tmp_path, ["a", "gone"], None, {"schedule": "explore"})
     assert report["released"] == 1 and "incomplete" in report
+
+
+def test_the_link_container_runs_the_proxy_command_with_them(tmp_path: Path):
+    from tetherbed.simulator.backends.docker.containers import link_container
+    from tetherbed.simulator.scenario import parse
+
+    scenario = parse(
+        {
+            "name": "one agent",
+            "topology": {"agents": {"worker": {"machine": "m1", "session": "s1"}}},
+            "steps": [{"start": "hub"}],
+        }
+    )
+    spec = scenario.topology.agents["worker"]
+    schedule = link_arguments(ScheduleOptions.explore("600ms"), 5, "worker")
+    container = link_container("image", "run", spec, 7, None, logs=tmp_path, schedule=schedule)  # type: ignore[arg-type]
+    command = list(container._command)  # type: ignore[attr-defined]
+    assert command[:2] == ["tetherbed", "proxy"]
+    args = build_parser().parse_args(command[2:])
+    assert args.schedule == "600ms,16" and args.schedule_seed == 5
+    assert args.record == [("link", "worker", "/logs/wire-worker.jsonl")]
