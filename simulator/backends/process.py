@@ -62,6 +62,7 @@ from tetherbed.simulator.peripherals.llm_server.config import LlmServerConfig
 from tetherbed.simulator.peripherals.serial_ports import DeviceSpec, VirtualSerialPort
 from tetherbed.simulator.proxy import ProxyRegistry
 from tetherbed.simulator.proxy.proxy import FaultProxy
+from tetherbed.simulator.proxy.scheduler import FrameScheduler, ScheduleOptions, schedule_report
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
 from tetherbed.simulator.targets import (
     AdminAdapter,
@@ -167,8 +168,16 @@ class ProcessBackend(Backend):
     records_wire = True
 
     def __init__(
-        self, scenario: Scenario, workdir: Path, seed: int, *, target: Target | None = None
+        self,
+        scenario: Scenario,
+        workdir: Path,
+        seed: int,
+        *,
+        target: Target | None = None,
+        schedule: ScheduleOptions | None = None,
     ) -> None:
+        """`schedule`: the agents' proxies hold and release every WebSocket
+        message under one frame scheduler (seeded, or replaying a decision log)."""
         self._wall0 = time.time()
         super().__init__(scenario, workdir, seed, target=scenario_target(scenario, target))
         self.hub_state = NodeState("not_started")
@@ -187,11 +196,20 @@ class ProcessBackend(Backend):
             options=options,
             reference_args=["--events", str(self.hub_events), *hub_arguments(options)],
         )
-        self.registry = ProxyRegistry(random.Random(seed))
+        self.scheduler: FrameScheduler | None = (
+            schedule.build(seed, {"scenario": scenario.name, "backend": self.name})
+            if schedule is not None
+            else None
+        )
+        self.registry = ProxyRegistry(random.Random(seed), scheduler=self.scheduler)
         self._clients: ClientAdapter | None = None
         self._admin: AdminAdapter | None = None
         self._tailer: asyncio.Task[None] | None = None
         self._watchers: set[asyncio.Task[None]] = set()
+
+    def schedule_report(self) -> dict[str, Any] | None:
+        """What the frame scheduler did (after teardown)."""
+        return schedule_report(self.scheduler) if self.scheduler is not None else None
 
     def _users(self) -> set[str]:
         users = {a.user for a in self.topology.agents.values()}
@@ -339,6 +357,8 @@ class ProcessBackend(Backend):
                     await adapter.close()
         with contextlib.suppress(Exception):
             await self.registry.close()
+        if self.scheduler is not None:
+            self.scheduler.close()
         self._ingest()
         if self._tailer is not None:
             self._tailer.cancel()
