@@ -291,7 +291,7 @@ async def unknown_role(ctx: AgentContext) -> None:
 )
 async def busy(ctx: AgentContext) -> None:
     conn, _, models = await llm_agent(
-        ctx, latency_ms=100, tokens_per_second=4, max_output_tokens=16
+        ctx, latency_ms=100, tokens_per_second=3, max_output_tokens=16
     )
     first = conn.envelope(REQUEST, completion(models[0]))
     sent = ctx.evidence.now()
@@ -299,8 +299,11 @@ async def busy(ctx: AgentContext) -> None:
     chunk = await conn.socket.wait_for(of_type(CHUNK_TYPE, first["id"]), ANSWER_WAIT, after=sent)
     if chunk is None:
         ctx.no_evidence("the first completion sent no chunk to show it was being served")
+    second_sent = ctx.evidence.now()
     second = await conn.request(REQUEST, completion(models[-1]), timeout=ANSWER_WAIT)
     done = await conn.answer_to(first["id"], timeout=ANSWER_WAIT, after=sent)
+    if done is not None and done.t < second_sent:
+        ctx.no_evidence("the first completion was over before the second was sent")
     if second.type == RESPONSE_TYPE and done is not None and done.t < second.t:
         ctx.depart("the second completion waited for the first and was served after it")
     require_error(second, str(ErrorCode.LOCAL_LLM_BUSY), "a completion while another streams")
