@@ -1,10 +1,12 @@
 """The `sim` backend: the reference hub and agents in one virtual-time loop.
 
 Nothing here waits in real time: a 60 s backoff costs nothing, and since
-every random choice (backoff jitter, network jitter, ids) comes from
+every random choice (backoff jitter, network jitter, ids, and the order in
+which the loop runs what is ready at one virtual instant) comes from
 generators seeded from the run's seed, the same seed produces the same
-history, byte for byte. The hub and agents are the real `HubCore` and
-`AgentRuntime`; only sockets, processes and the shell are simulated.
+history, byte for byte, and different seeds explore different interleavings.
+The hub and agents are the real `HubCore` and `AgentRuntime`; only sockets,
+processes and the shell are simulated.
 """
 
 from __future__ import annotations
@@ -47,12 +49,12 @@ from tetherbed.simulator.sim.dsh.agent import hub_http
 from tetherbed.simulator.sim.dsh.hub import SimDshHub
 from tetherbed.simulator.sim.dsh.nodes import SimDshAgents
 from tetherbed.simulator.sim.hub_node import SimHub
-from tetherbed.simulator.sim.network import SimNetwork
+from tetherbed.simulator.sim.network import HUB_OWNER, SimNetwork
 from tetherbed.simulator.sim.serial import SimSerialPort
 from tetherbed.simulator.sim.shell import run_sim_command
 from tetherbed.simulator.sim.tcp import SimTcp
 from tetherbed.simulator.targets import Target
-from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop
+from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop, owned_by
 from tetherbed.simulator.wiretap.scrub import Scrubber
 from tetherbed.wire.version import CURRENT_TEXT
 
@@ -138,7 +140,9 @@ class SimBackend(Backend):
                 "the sim backend runs Tetherbed's own hub and agents in virtual time; "
                 "run a third-party target on the process backend"
             )
-        self.loop = VirtualTimeLoop()
+        # The seeded scheduler: what is ready at one virtual instant runs in an
+        # order this generator picks (its own stream: other draws stay as they were).
+        self.loop = VirtualTimeLoop(schedule=random.Random(f"{seed}/schedule"))
         self.clock = VirtualClock(self.loop)
         super().__init__(scenario, workdir, seed)
         self.recorder.scrub = Scrubber(workdir)
@@ -171,9 +175,20 @@ class SimBackend(Backend):
         try:
             return self.loop.run_until_complete(main)
         finally:
+            self.cancel_leftovers()
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
             asyncio.set_event_loop(None)
+
+    def cancel_leftovers(self) -> None:
+        """Tasks the teardown left behind (a hub's connection handler a held-back
+        wake-up had not yet finished) end before the loop closes, as
+        `asyncio.run` ends them, instead of being destroyed pending."""
+        leftovers = [task for task in asyncio.all_tasks(self.loop) if not task.done()]
+        for task in leftovers:
+            task.cancel()
+        if leftovers:
+            self.loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
 
     def now(self) -> float:
         return self.loop.time()
@@ -259,7 +274,7 @@ class SimBackend(Backend):
                 self.clock,
                 self._hub_event,
             )
-            self.hub.start()
+            owned_by(HUB_OWNER).run(self.hub.start)
             config = hub_config(self.topology.hub.options)
             self.dsh_hub = SimDshHub(
                 self.tcp,
@@ -269,12 +284,12 @@ class SimBackend(Backend):
                 random.Random(f"{self.seed}/hub/dsh/{self.rng.getrandbits(32)}"),
                 keepalive_timeout=config.handshake_timeout,
             )
-            await self.dsh_hub.start()
+            await self._as(HUB_OWNER, self.dsh_hub.start())
             self.hub_state = NodeState("running")
             self.recorder.event("hub", "started")
             return
         if node in self.dsh_agents:
-            await self.dsh_agents.start(node)
+            await self._as(node, self.dsh_agents.start(node))
             return
         agent = self.agents[node]
         if agent.state.status in ("running", "paused"):
@@ -283,7 +298,14 @@ class SimBackend(Backend):
         agent.runtime = self._runtime(agent)
         agent.state = NodeState("running")
         self._agent_event(agent, "started", {})
-        agent.task = asyncio.ensure_future(self._run_agent(agent, agent.runtime))
+        agent.task = self.loop.create_task(
+            self._run_agent(agent, agent.runtime), context=owned_by(node)
+        )
+
+    async def _as(self, owner: str, work: Coroutine[Any, Any, T]) -> T:
+        """Run `work` as `owner` (the seeded scheduler's unit): what it starts
+        stays that node's, not the scenario runner's."""
+        return await self.loop.create_task(work, context=owned_by(owner))
 
     async def _run_agent(self, agent: _AgentNode, runtime: AgentRuntime) -> None:
         try:
