@@ -182,6 +182,11 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
             self._seeded.extend(self._ready)
             self._ready = self._seeded
 
+    @staticmethod
+    def owned_by(owner: str) -> contextvars.Context:
+        """A context whose callbacks and tasks the seeded scheduler counts as `owner`'s."""
+        return owned_by(owner)
+
     @property
     def is_stopping(self) -> bool:
         """`run_until_complete`'s main is done: whatever is ready runs now."""

@@ -1,12 +1,10 @@
 """The `sim` backend: the reference hub and agents in one virtual-time loop.
 
 Nothing here waits in real time: a 60 s backoff costs nothing, and since
-every random choice (backoff jitter, network jitter, ids, and the order in
-which the loop runs what is ready at one virtual instant) comes from
+every random choice (backoff jitter, network jitter, ids) comes from
 generators seeded from the run's seed, the same seed produces the same
-history, byte for byte, and different seeds explore different interleavings.
-The hub and agents are the real `HubCore` and `AgentRuntime`; only sockets,
-processes and the shell are simulated.
+history, byte for byte. The hub and agents are the real `HubCore` and
+`AgentRuntime`; only sockets, processes and the shell are simulated.
 """
 
 from __future__ import annotations
@@ -49,12 +47,12 @@ from tetherbed.simulator.sim.dsh.agent import hub_http
 from tetherbed.simulator.sim.dsh.hub import SimDshHub
 from tetherbed.simulator.sim.dsh.nodes import SimDshAgents
 from tetherbed.simulator.sim.hub_node import SimHub
-from tetherbed.simulator.sim.network import HUB_OWNER, SimNetwork
+from tetherbed.simulator.sim.network import SimNetwork
 from tetherbed.simulator.sim.serial import SimSerialPort
 from tetherbed.simulator.sim.shell import run_sim_command
 from tetherbed.simulator.sim.tcp import SimTcp
 from tetherbed.simulator.targets import Target
-from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop, owned_by
+from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop
 from tetherbed.simulator.wiretap.scrub import Scrubber
 from tetherbed.wire.version import CURRENT_TEXT
 
@@ -274,7 +272,7 @@ class SimBackend(Backend):
                 self.clock,
                 self._hub_event,
             )
-            owned_by(HUB_OWNER).run(self.hub.start)
+            self.loop.owned_by(self.network.hub_owner).run(self.hub.start)
             config = hub_config(self.topology.hub.options)
             self.dsh_hub = SimDshHub(
                 self.tcp,
@@ -284,7 +282,7 @@ class SimBackend(Backend):
                 random.Random(f"{self.seed}/hub/dsh/{self.rng.getrandbits(32)}"),
                 keepalive_timeout=config.handshake_timeout,
             )
-            await self._as(HUB_OWNER, self.dsh_hub.start())
+            await self._as(self.network.hub_owner, self.dsh_hub.start())
             self.hub_state = NodeState("running")
             self.recorder.event("hub", "started")
             return
@@ -299,13 +297,13 @@ class SimBackend(Backend):
         agent.state = NodeState("running")
         self._agent_event(agent, "started", {})
         agent.task = self.loop.create_task(
-            self._run_agent(agent, agent.runtime), context=owned_by(node)
+            self._run_agent(agent, agent.runtime), context=self.loop.owned_by(node)
         )
 
     async def _as(self, owner: str, work: Coroutine[Any, Any, T]) -> T:
         """Run `work` as `owner` (the seeded scheduler's unit): what it starts
         stays that node's, not the scenario runner's."""
-        return await self.loop.create_task(work, context=owned_by(owner))
+        return await self.loop.create_task(work, context=self.loop.owned_by(owner))
 
     async def _run_agent(self, agent: _AgentNode, runtime: AgentRuntime) -> None:
         try:

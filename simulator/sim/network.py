@@ -525,6 +525,9 @@ Admit = Callable[[str, Mapping[str, str]], tuple[int, bytes] | None]
 
 
 class SimNetwork:
+    #: The seeded scheduler's owner of the hub's side of every connection.
+    hub_owner = HUB_OWNER
+
     def __init__(
         self, rng: random.Random, *, window_bytes: int = WINDOW_BYTES, stragglers: bool = True
     ) -> None:
