@@ -38,15 +38,6 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from tetherbed.simulator.explore.seeds import (
-    SeedRun,
-    SeedsError,
-    SeedSweep,
-    parse_seeds,
-    sweep,
-)
-from tetherbed.simulator.explore.seeds import render as render_sweep
-from tetherbed.simulator.explore.seeds import summary as sweep_summary
 from tetherbed.simulator.reports import RunResult
 from tetherbed.simulator.reports.junit import write_junit
 from tetherbed.simulator.reports.results import write_results
@@ -67,6 +58,8 @@ _LABELS = {"not_applicable": "n/a"}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tetherbed.simulator.explore import seeds_command  # --seeds (its own module)
+
     parser = argparse.ArgumentParser(
         prog="tetherbed run", description="Run scenarios and check their histories."
     )
@@ -80,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shipped", action="store_true", help="every shipped scenario")
     parser.add_argument("--backend", default="sim", choices=["sim", "process", "docker"])
     parser.add_argument("--seed", type=int, default=None, help="default: each scenario's own")
+    seeds_command.add_seed_arguments(parser)
     parser.add_argument("--report", type=Path, default=Path("reports"), help="report folder")
     parser.add_argument(
         "--keep", action="store_true", help="keep each run's working folder (and say where)"
@@ -94,19 +88,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--strict", action="store_true", help="a checker without evidence (unknown) fails the run"
     )
-    parser.add_argument(
-        "--seeds",
-        default=None,
-        help="run each scenario once per seed (1..500, 7, 1,5,9) and report the distinct "
-        "interleavings explored and each failing seed's replay command",
-    )
-    parser.add_argument("--json", action="store_true", help="with --seeds: print the sweep as JSON")
-    parser.add_argument(
-        "--interleavings",
-        action="store_true",
-        help="with --seeds: print each distinct interleaving (the first in full, the "
-        "others as a diff against it)",
-    )
     add_target_arguments(parser)
     return parser
 
@@ -118,17 +99,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.paths.append(shipped_scenarios())
     if not args.paths:
         parser.error("give scenario files or folders, or --shipped")
-    if args.seed is not None and args.seeds is not None:
-        parser.error("give --seed or --seeds, not both")
-    if (args.json or args.interleavings) and args.seeds is None:
-        parser.error("--json and --interleavings go with --seeds")
-    seeds: list[int] | None = None
-    if args.seeds is not None:
-        try:
-            seeds = parse_seeds(args.seeds)
-        except SeedsError as exc:
-            print(f"tetherbed run: {exc}", file=sys.stderr)
-            return 2
+    from tetherbed.simulator.explore import seeds_command
+    from tetherbed.simulator.explore.seeds import SeedsError
+
+    try:
+        seeds = seeds_command.seeds_from_arguments(args)
+    except SeedsError as exc:
+        print(f"tetherbed run: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        parser.error(str(exc))
     _logging(args.log_level or ("DEBUG" if args.verbose else None))
     with StopSignals() as stop:
         try:
@@ -140,6 +120,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             print(f"tetherbed run: {exc}", file=sys.stderr)
             return 2
+        if seeds is not None and any(args.backend in s.backends for s in scenarios):
+            refusal = _unsupported(target, args.backend)
+            if refusal is not None:
+                print(f"tetherbed run: {refusal}", file=sys.stderr)
+                return 2
+            if not target.is_reference and not args.json:
+                print(f"target: {target.describe()}", flush=True)
+            return seeds_command.run_seeds(
+                scenarios, seeds, args, stop, target=target, replay_options=_replay_options
+            )
         runnable = [s for s in scenarios if args.backend in s.backends]
         if not runnable:
             names = ", ".join(str(p) for p in args.paths)
@@ -152,10 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if refusal is not None:
             print(f"tetherbed run: {refusal}", file=sys.stderr)
             return 2
-        if not target.is_reference and not args.json:
+        if not target.is_reference:
             print(f"target: {target.describe()}", flush=True)
-        if seeds is not None:
-            return _sweep_all(runnable, seeds, args, stop, target)
         results = _run_all(scenarios, args, stop, target)
         _write_reports(results, args.report)
         if stop.received is not None:
@@ -166,62 +154,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 128 + stop.received
     return 0 if all(r.verdict in ("pass", "not_applicable") for r in results) else 1
-
-
-def _sweep_all(
-    scenarios: list[Scenario],
-    seeds: list[int],
-    args: argparse.Namespace,
-    stop: StopSignals,
-    target: Target,
-) -> int:
-    """`--seeds`: every scenario across the seeds; 1 when any seed did not pass."""
-    args.report.mkdir(parents=True, exist_ok=True)
-    sweeps: list[SeedSweep] = []
-    for scenario in scenarios:
-        if stop.received is not None:
-            break
-        if uses_dsh(scenario.topology) and not target.hub.is_reference:
-            continue
-
-        def progress(run: SeedRun, scenario: Scenario = scenario) -> None:
-            if args.json:
-                return
-            if run.failed or args.backend != "sim":  # real time: say what ran
-                print(
-                    f"  {run.verdict:<5} {run.seconds:8.2f} s  {scenario.name} seed {run.seed}"
-                    f"  {run.interleaving}",
-                    flush=True,
-                )
-
-        sweeps.append(
-            sweep(
-                scenario,
-                seeds,
-                args.backend,
-                target=target,
-                strict=args.strict,
-                stop=stop,
-                replay_options=_replay_options(args),
-                report=args.report,
-                progress=progress,
-            )
-        )
-        if not args.json:
-            print(render_sweep(sweeps[-1], show_interleavings=args.interleavings), flush=True)
-    (args.report / "seeds.json").write_text(
-        json.dumps([s.to_json() for s in sweeps], indent=2, sort_keys=True) + "\n",
-        encoding="utf-8",
-    )
-    if args.json:
-        print(json.dumps([s.to_json() for s in sweeps], indent=2, sort_keys=True))
-    else:
-        print(sweep_summary(sweeps), end="")
-        print(f"report: {args.report}/seeds.json")
-    if stop.received is not None:
-        print(f"tetherbed run: stopped by {stop.name}", file=sys.stderr)
-        return 128 + stop.received
-    return 0 if all(s.ok for s in sweeps) else 1
 
 
 def _logging(level: str | None) -> None:
