@@ -209,3 +209,24 @@ def test_waiters_on_named_processes_see_only_theirs_and_from_where_they_start() 
         assert recorder.index.served == {"wire:a": {}}
 
     asyncio.run(main())
+
+
+def test_the_interleaving_tool_prints_one_and_diffs_two(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tetherbed.simulator.explore.interleaving import main as interleaving
+
+    first, swapped = History(), History()
+    _wire(first, 0.1, "a#1", "connect")
+    _wire(first, 0.2, "b#1", "connect")
+    _wire(swapped, 0.1, "b#1", "connect")
+    _wire(swapped, 0.2, "a#1", "connect")
+    first.write(tmp_path / "a.jsonl")
+    swapped.write(tmp_path / "b.jsonl")
+    assert interleaving([str(tmp_path / "a.jsonl")]) == 0
+    assert "   1 a#1 connect" in capsys.readouterr().out
+    assert interleaving([str(tmp_path / "a.jsonl"), str(tmp_path / "a.jsonl")]) == 0
+    assert "same interleaving" in capsys.readouterr().out
+    assert interleaving([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]) == 1
+    assert "+b#1 connect" in capsys.readouterr().out
+    assert interleaving([str(tmp_path / "missing.jsonl")]) == 2
