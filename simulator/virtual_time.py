@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import contextvars
+import gc
 import random
 import selectors
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
@@ -89,6 +91,27 @@ OWNER: contextvars.ContextVar[str] = contextvars.ContextVar("tetherbed_sim_owner
 #: busy process lets others run first.
 HOLD_ODDS = 3
 HOLD_MAX = 8
+
+
+#: The garbage collector's thresholds while a big simulation runs.
+GC_THRESHOLDS = (50_000, 50, 1000)
+
+
+@contextlib.contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Collect garbage less often meanwhile (the old thresholds come back after).
+
+    A big run keeps hundreds of thousands of records and tasks alive; with the
+    default thresholds the collector rescans them so often that it costs more
+    than the run (a third of a 2,000-agent storm, growing faster than the
+    run). Cycles are still collected, only less often.
+    """
+    thresholds = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 def owned_by(owner: str) -> contextvars.Context:
@@ -181,6 +204,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
             self._seeded = _SeededReady(schedule, placeholder, self)
             self._seeded.extend(self._ready)
             self._ready = self._seeded
+
+    fewer_collections = staticmethod(fewer_collections)
 
     @staticmethod
     def owned_by(owner: str) -> contextvars.Context:

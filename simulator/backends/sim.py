@@ -10,7 +10,6 @@ history, byte for byte. The hub and agents are the real `HubCore` and
 from __future__ import annotations
 
 import asyncio
-import gc
 import random
 import uuid
 from collections.abc import Coroutine
@@ -58,9 +57,6 @@ from tetherbed.simulator.wiretap.scrub import Scrubber
 from tetherbed.wire.version import CURRENT_TEXT
 
 T = TypeVar("T")
-
-#: The garbage collector's thresholds while a sim run runs (see `SimBackend.run`).
-GC_THRESHOLDS = (50_000, 50, 1000)
 
 _HUB_FIELDS = {"session", "machine"}
 
@@ -174,20 +170,14 @@ class SimBackend(Backend):
 
     def run(self, main: Coroutine[Any, Any, T]) -> T:
         asyncio.set_event_loop(self.loop)
-        thresholds = gc.get_threshold()
-        # A big run keeps hundreds of thousands of records and tasks alive;
-        # with the default thresholds the collector rescans them so often that
-        # it costs more than the run (a third at 2,000 agents, growing faster
-        # than the run). Cycles are still collected, only less often.
-        gc.set_threshold(*GC_THRESHOLDS)
         try:
-            return self.loop.run_until_complete(main)
+            with self.loop.fewer_collections():
+                return self.loop.run_until_complete(main)
         finally:
             self.cancel_leftovers()
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
             asyncio.set_event_loop(None)
-            gc.set_threshold(*thresholds)
 
     def cancel_leftovers(self) -> None:
         """Tasks the teardown left behind (a hub's connection handler a held-back
