@@ -15,6 +15,12 @@ the exact command that replays each failure, and where the reports are: per
 scenario `history.jsonl` and `timeline.html`, for the whole run
 `results.json` and `junit.xml`.
 
+With `--seeds 1..500` (or `7`, `1,5,9`) each scenario runs once per seed
+instead (`simulator/explore/seeds.py`): it prints the distinct interleavings
+the seeds explored, every seed whose verdict was not pass with the command
+that replays it, and a table over the scenarios (`--json`: the same as JSON);
+a failing seed's history is written under the report folder.
+
 Exit status: 0 every scenario passed (or did not apply to the target: a
 third-party part did not negotiate an extension the scenario needs, which is
 reported as `n/a`, neither a pass nor a failure); 1 one failed or could not be judged
@@ -65,6 +71,8 @@ _LABELS = {"not_applicable": "n/a"}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tetherbed.simulator.explore import seeds_command  # --seeds (its own module)
+
     parser = argparse.ArgumentParser(
         prog="tetherbed run", description="Run scenarios and check their histories."
     )
@@ -78,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shipped", action="store_true", help="every shipped scenario")
     parser.add_argument("--backend", default="sim", choices=["sim", "process", "docker"])
     parser.add_argument("--seed", type=int, default=None, help="default: each scenario's own")
+    seeds_command.add_seed_arguments(parser)
     parser.add_argument("--report", type=Path, default=Path("reports"), help="report folder")
     parser.add_argument(
         "--keep", action="store_true", help="keep each run's working folder (and say where)"
@@ -104,6 +113,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.paths.append(shipped_scenarios())
     if not args.paths:
         parser.error("give scenario files or folders, or --shipped")
+    from tetherbed.simulator.explore import seeds_command
+    from tetherbed.simulator.explore.seeds import SeedsError
+
+    try:
+        seeds = seeds_command.seeds_from_arguments(args)
+    except SeedsError as exc:
+        print(f"tetherbed run: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        parser.error(str(exc))
     _logging(args.log_level or ("DEBUG" if args.verbose else None))
     with StopSignals() as stop:
         try:
@@ -115,6 +134,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             print(f"tetherbed run: {exc}", file=sys.stderr)
             return 2
+        if seeds is not None and any(args.backend in s.backends for s in scenarios):
+            refusal = _unsupported(target, args.backend)
+            if refusal is not None:
+                print(f"tetherbed run: {refusal}", file=sys.stderr)
+                return 2
+            if not target.is_reference and not args.json:
+                print(f"target: {target.describe()}", flush=True)
+            return seeds_command.run_seeds(
+                scenarios, seeds, args, stop, target=target, replay_options=_replay_options
+            )
         runnable = [s for s in scenarios if args.backend in s.backends]
         if not runnable:
             names = ", ".join(str(p) for p in args.paths)

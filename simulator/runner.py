@@ -517,10 +517,17 @@ class ScenarioRunner:
         args.pop("reference_only", None)
         within = float(args.pop("within", DEFAULT_WITHIN))
         since = self._action_started
+        # Where to look from, and whose records: the recorder's index answers
+        # without rescanning the history on every new record.
+        start, processes = 0, None
         if "client" in args:
             predicate = self._client_predicate(args)
+            processes = [f"client:{args['client']}"]
         elif "event" in args:
             predicate = self._event_predicate(args, since)
+            start = 0 if args.get("since") == "start" else since
+            if isinstance(args.get("process"), str):
+                processes = [args["process"]]
         elif "computer" in args:
             try:
                 await self.dsh.expect_presence(args, within)
@@ -531,7 +538,9 @@ class ScenarioRunner:
             await self._expect_agent(args, within, since)
             return
         try:
-            record = await self.recorder.wait_for(predicate, within)
+            record = await self.recorder.wait_for(
+                predicate, within, since=start, processes=processes
+            )
         except TimeoutError:
             raise StepFailed(f"nothing matched within {within} s") from None
         self._check_completion(args, record)
@@ -586,10 +595,6 @@ class ScenarioRunner:
         exit_code = args.get("exit_code")
         deadline = self.backend.now() + within
         both = (process, wire.process_of(agent))
-
-        def watched(record: Record) -> bool:
-            return record.process in both
-
         while True:
             current = self.backend.state(agent)
             connected = self._connected(process)
@@ -610,7 +615,7 @@ class ScenarioRunner:
                     f"connected={connected}), expected {state or f'exit {exit_code}'}"
                 )
             with contextlib.suppress(TimeoutError):
-                await self.recorder.next_record(min(remaining, 1.0), watched)
+                await self.recorder.next_record(min(remaining, 1.0), processes=both)
 
     def _connected(self, process: str) -> bool:
         """Connected as the wire shows it: a connection the hub accepted (HELLO_ACK
@@ -621,24 +626,13 @@ class ScenarioRunner:
         agent = process.split(":", 1)[1]
         if self.scenario.topology.agents[agent].sse:
             return self.dsh.connected(agent)
-        link = wire.process_of(agent)
-        served: set[Any] = set()
-        for record in self.recorder.history.records:
-            if record.process != link or record.type != "event":
-                continue
-            value = record.value if isinstance(record.value, dict) else {}
-            conn = value.get("conn")
-            if record.f == wire.FRAME and value.get("type") == "HELLO_ACK":
-                if value.get("dir") == wire.DOWN:
-                    served.add(conn)
-            elif record.f in (wire.CLOSE, wire.END):
-                served.discard(conn)
-        return bool(served)
+        # The recorder keeps each link's accepted connections as records arrive.
+        return bool(self.recorder.index.served.get(wire.process_of(agent)))
 
     def _journal_connected(self, process: str) -> bool:
         connected = False
-        for record in self.recorder.history.records:
-            if record.process == process and record.type == "event":
+        for record in self.recorder.index.by_process.get(process, []):
+            if record.type == "event":
                 if record.f == "connected":
                     connected = True
                 elif record.f in ("lost", "killed", "exited", "stop"):

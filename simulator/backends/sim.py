@@ -147,7 +147,9 @@ class SimBackend(Backend):
                 "the sim backend runs Tetherbed's own hub and agents in virtual time; "
                 "run a third-party target on the process backend"
             )
-        self.loop = VirtualTimeLoop()
+        # The seeded scheduler: what is ready at one virtual instant runs in an
+        # order this generator picks (its own stream: other draws stay as they were).
+        self.loop = VirtualTimeLoop(schedule=random.Random(f"{seed}/schedule"))
         self.clock = VirtualClock(self.loop)
         super().__init__(scenario, workdir, seed)
         self.recorder.scrub = Scrubber(workdir)
@@ -178,11 +180,23 @@ class SimBackend(Backend):
     def run(self, main: Coroutine[Any, Any, T]) -> T:
         asyncio.set_event_loop(self.loop)
         try:
-            return self.loop.run_until_complete(main)
+            with self.loop.fewer_collections():
+                return self.loop.run_until_complete(main)
         finally:
+            self.cancel_leftovers()
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
             asyncio.set_event_loop(None)
+
+    def cancel_leftovers(self) -> None:
+        """Tasks the teardown left behind (a hub's connection handler a held-back
+        wake-up had not yet finished) end before the loop closes, as
+        `asyncio.run` ends them, instead of being destroyed pending."""
+        leftovers = [task for task in asyncio.all_tasks(self.loop) if not task.done()]
+        for task in leftovers:
+            task.cancel()
+        if leftovers:
+            self.loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
 
     def now(self) -> float:
         return self.loop.time()
@@ -270,7 +284,7 @@ class SimBackend(Backend):
                 self.clock,
                 self._hub_event,
             )
-            self.hub.start()
+            self.loop.owned_by(self.network.hub_owner).run(self.hub.start)
             config = hub_config(self.topology.hub.options)
             self.dsh_hub = SimDshHub(
                 self.tcp,
@@ -280,12 +294,12 @@ class SimBackend(Backend):
                 random.Random(f"{self.seed}/hub/dsh/{self.rng.getrandbits(32)}"),
                 keepalive_timeout=config.handshake_timeout,
             )
-            await self.dsh_hub.start()
+            await self._as(self.network.hub_owner, self.dsh_hub.start())
             self.hub_state = NodeState("running")
             self.recorder.event("hub", "started")
             return
         if node in self.dsh_agents:
-            await self.dsh_agents.start(node)
+            await self._as(node, self.dsh_agents.start(node))
             return
         agent = self.agents[node]
         if agent.state.status in ("running", "paused"):
@@ -294,7 +308,14 @@ class SimBackend(Backend):
         agent.runtime = self._runtime(agent)
         agent.state = NodeState("running")
         self._agent_event(agent, "started", {})
-        agent.task = asyncio.ensure_future(self._run_agent(agent, agent.runtime))
+        agent.task = self.loop.create_task(
+            self._run_agent(agent, agent.runtime), context=self.loop.owned_by(node)
+        )
+
+    async def _as(self, owner: str, work: Coroutine[Any, Any, T]) -> T:
+        """Run `work` as `owner` (the seeded scheduler's unit): what it starts
+        stays that node's, not the scenario runner's."""
+        return await self.loop.create_task(work, context=self.loop.owned_by(owner))
 
     async def _run_agent(self, agent: _AgentNode, runtime: AgentRuntime) -> None:
         try:
