@@ -12,6 +12,9 @@ with a deliberate departure from crossdesk-automation/1:
 - `blocked_pipe_never_exits`: a caller that stops reading stdout leaves the
   adapter hanging forever.
 - `ticket_reusable`: a video ticket can be presented again.
+- `accept_over_deep`: a request nested deeper than 32 levels is parsed and
+  answered like any other instead of being refused with NESTING_TOO_DEEP
+  (found by `tetherbed fuzz native`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ NATIVE_DEFECTS = frozenset(
         "observations_survive_generation",
         "blocked_pipe_never_exits",
         "ticket_reusable",
+        "accept_over_deep",
     }
 )
 
