@@ -34,7 +34,7 @@ def test_the_reference_adapter_holds_every_property(
     target = _target()
     try:
         result = fuzz(target, examples=profile.examples, seed_value=SEED, profile=profile,
-                      report=tmp_path)  # fmt: skip
+                      report=tmp_path, progress=print)  # fmt: skip
     finally:
         target.stop()
     record_property("tetherbed_fuzz", result.to_json())
@@ -49,7 +49,7 @@ def test_an_adapter_that_parses_over_deep_requests_is_found_and_shrunk(
     target = _target("--defect", "accept_over_deep")
     try:
         result = fuzz(target, examples=profile.examples, seed_value=SEED, profile=profile,
-                      report=tmp_path)  # fmt: skip
+                      report=tmp_path, progress=print)  # fmt: skip
         record_property("tetherbed_fuzz", result.to_json())
         assert result.failures, "the fuzzer did not find the over-deep request"
         case = FuzzCase.read(result.case_paths[0])

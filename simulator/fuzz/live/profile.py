@@ -24,7 +24,7 @@ class Profile:
 
 
 PROFILES = {
-    "ci": Profile("ci", examples=60, shrink_seconds=60.0, max_steps=4),
+    "ci": Profile("ci", examples=60, shrink_seconds=20.0, max_steps=4),
     "long": Profile("long", examples=1500, shrink_seconds=180.0, max_steps=8),
 }
 

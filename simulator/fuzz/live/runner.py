@@ -75,6 +75,8 @@ class FuzzResult:
     failures: list[FuzzCase] = field(default_factory=list)
     case_paths: list[Path] = field(default_factory=list)
     gone: str | None = None
+    #: Steps of the first failing sequence, before shrinking.
+    first_failure_steps: int | None = None
 
     def summary(self) -> str:
         verdict = "no failure" if not self.failures else f"{len(self.failures)} failure"
@@ -96,6 +98,7 @@ class FuzzResult:
             "failures": [c.to_json() for c in self.failures],
             "cases": [str(p) for p in self.case_paths],
             "gone": self.gone,
+            "first_failure_steps": self.first_failure_steps,
         }
 
 
@@ -149,6 +152,7 @@ def fuzz(
         if known:
             if state["first_failure"] is None:
                 state["first_failure"] = key
+                state["first_failure_steps"] = len(steps)
                 state["shrink_deadline"] = time.monotonic() + profile.shrink_seconds
                 if progress is not None:
                     progress(f"fuzz {target.kind}: a failure, shrinking: {known[0]}")
@@ -174,6 +178,7 @@ def fuzz(
     result.examples = counters["run"]
     result.seconds = time.monotonic() - clock
     result.gone = state["gone"]
+    result.first_failure_steps = state.get("first_failure_steps")
     if report is not None:
         report.mkdir(parents=True, exist_ok=True)
         (report / f"fuzz-{target.kind}.json").write_text(

@@ -232,3 +232,41 @@ def wrong_kind(t: mi.Type) -> st.SearchStrategy[Any] | None:
 def decode(model: Any, data: bytes) -> Any:
     """Decode JSON bytes with `model`; raises msgspec errors as msgspec does."""
     return msgspec.json.decode(data, type=model)
+
+
+def minimal(model: Any) -> Any:
+    """The smallest value `model` accepts: required fields only, each at its least.
+
+    For the peers a fuzzer plays (an agent answering whatever a hub relays), whose
+    answers must be valid but need not vary."""
+    return _least(type_of(model))
+
+
+def _least(t: mi.Type) -> Any:
+    if isinstance(t, mi.StructType):
+        made = {f.encode_name: _least(f.type) for f in t.fields if f.required}
+        if t.tag_field is not None:
+            made[t.tag_field] = t.tag
+        return made
+    if isinstance(t, mi.UnionType):
+        for member in t.types:
+            if isinstance(member, mi.NoneType):
+                return None
+        return _least(t.types[0])
+    if isinstance(t, mi.StrType):
+        return "x" * (t.min_length or 0)
+    if isinstance(t, mi.BoolType):
+        return False
+    if isinstance(t, mi.IntType | mi.FloatType):
+        if t.ge is not None:
+            return t.ge
+        if t.gt is not None:
+            return t.gt + 1
+        return 0
+    if isinstance(t, mi.LiteralType):
+        return t.values[0]
+    if isinstance(t, mi.ListType | mi.VarTupleType | mi.SetType | mi.FrozenSetType):
+        return [_least(t.item_type) for _ in range(t.min_length or 0)]
+    if isinstance(t, mi.DictType):
+        return {}
+    return None
