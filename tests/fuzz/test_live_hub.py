@@ -13,7 +13,7 @@ import pytest
 
 from tetherbed.simulator.fuzz.live.case import FuzzCase
 from tetherbed.simulator.fuzz.live.hub import HubFuzzTarget, HubStep
-from tetherbed.simulator.fuzz.live.profile import current
+from tetherbed.simulator.fuzz.live.profile import PROFILES
 from tetherbed.simulator.fuzz.live.runner import fuzz, replay
 from tetherbed.simulator.targets import Target
 
@@ -21,7 +21,7 @@ SEED = 7
 
 
 def _target(*flags: str) -> HubFuzzTarget:
-    target = HubFuzzTarget(Target.reference(), profile=current(), reference_args=flags)
+    target = HubFuzzTarget(Target.reference(), profile=PROFILES["ci"], reference_args=flags)
     target.start()
     return target
 
@@ -29,7 +29,7 @@ def _target(*flags: str) -> HubFuzzTarget:
 def test_the_reference_hub_holds_every_property(
     tmp_path: Path, record_property: pytest.RecordProperty
 ) -> None:
-    profile = current()
+    profile = PROFILES["ci"]
     target = _target()
     try:
         result = fuzz(target, examples=profile.examples, seed_value=SEED, profile=profile,
@@ -44,7 +44,7 @@ def test_the_reference_hub_holds_every_property(
 def test_a_hub_that_crashes_on_an_unknown_field_is_found_and_shrunk(
     tmp_path: Path, record_property: pytest.RecordProperty
 ) -> None:
-    profile = current()
+    profile = PROFILES["ci"]
     target = _target("--defect", "crash_on_unknown_field")
     try:
         result = fuzz(target, examples=profile.examples, seed_value=SEED, profile=profile,

@@ -14,7 +14,7 @@ import pytest
 from tetherbed.simulator.conformance.native.environment import REFERENCE
 from tetherbed.simulator.fuzz.live.case import FuzzCase
 from tetherbed.simulator.fuzz.live.native import NativeFuzzTarget
-from tetherbed.simulator.fuzz.live.profile import current
+from tetherbed.simulator.fuzz.live.profile import PROFILES
 from tetherbed.simulator.fuzz.live.runner import fuzz, replay
 from tetherbed.simulator.fuzz.strategies import crossdesk
 
@@ -22,7 +22,7 @@ SEED = 20261202
 
 
 def _target(*extra: str) -> NativeFuzzTarget:
-    target = NativeFuzzTarget([*REFERENCE, *extra], profile=current())
+    target = NativeFuzzTarget([*REFERENCE, *extra], profile=PROFILES["ci"])
     target.start()
     return target
 
@@ -30,7 +30,7 @@ def _target(*extra: str) -> NativeFuzzTarget:
 def test_the_reference_adapter_holds_every_property(
     tmp_path: Path, record_property: pytest.RecordProperty
 ) -> None:
-    profile = current()
+    profile = PROFILES["ci"]
     target = _target()
     try:
         result = fuzz(target, examples=profile.examples, seed_value=SEED, profile=profile,
@@ -45,7 +45,7 @@ def test_the_reference_adapter_holds_every_property(
 def test_an_adapter_that_parses_over_deep_requests_is_found_and_shrunk(
     tmp_path: Path, record_property: pytest.RecordProperty
 ) -> None:
-    profile = current()
+    profile = PROFILES["ci"]
     target = _target("--defect", "accept_over_deep")
     try:
         result = fuzz(target, examples=profile.examples, seed_value=SEED, profile=profile,

@@ -24,8 +24,8 @@ class Profile:
 
 
 PROFILES = {
-    "ci": Profile("ci", examples=60, shrink_seconds=20.0, max_steps=4),
-    "long": Profile("long", examples=1500, shrink_seconds=180.0, max_steps=8),
+    "ci": Profile("ci", examples=40, shrink_seconds=20.0, max_steps=4),
+    "long": Profile("long", examples=500, shrink_seconds=120.0, max_steps=8),
 }
 
 
