@@ -167,9 +167,12 @@ def _hub(args: argparse.Namespace, profile: Any) -> LiveTarget:
         is_file = bool(spec) and Path(spec).is_file()
         target = Target.read(Path(spec)) if is_file else Target.reference()
         url = spec if spec and spec.startswith(("ws://", "wss://")) else None
+        if spec and not is_file and spec.endswith((".yaml", ".yml", ".json")):
+            raise ValueError(f"no target file {spec}")
         command = spec if spec and not url and not is_file else None
         target = target.with_options(
-            hub_url=url,
+            # A command's hub listens where {host} and {port} say (docs/targets.md).
+            hub_url=url or ("ws://{host}:{port}" if command else None),
             hub_command=command,
             hub_tokens=args.tokens,
             client_adapter=args.client_adapter,
