@@ -39,7 +39,7 @@ from tetherbed.simulator.conformance.agent.platform import (
 )
 from tetherbed.simulator.conformance.evidence import Evidence
 from tetherbed.simulator.conformance.processes import CaseProcess
-from tetherbed.simulator.fuzz.live.background import BackgroundLoop
+from tetherbed.simulator.fuzz.live.background import BackgroundLoop, as_sent
 from tetherbed.simulator.fuzz.live.profile import Profile
 from tetherbed.simulator.fuzz.strategies import local_executor
 from tetherbed.simulator.targets import AgentTarget
@@ -49,6 +49,8 @@ from tetherbed.wire.messages import MessageType
 
 ANSWER_DEADLINE = 10.0
 STARTUP = 60.0
+#: Close codes with which an agent may end a connection that sent it something wrong.
+REFUSAL_CLOSES = frozenset({1002, 1003, 1007, 1008, 1009})
 KNOWN_CODES = frozenset(map(str, ErrorCode)) | frozenset(map(str, ExtensionCode))
 T = MessageType
 #: What is sent: reads, requests whose capability is not granted, PING.
@@ -213,7 +215,7 @@ class AgentFuzzTarget:
         connection = self.connections["a"]
         sent = self.evidence.now()
         for step in steps:
-            await connection.send(step.data)
+            await connection.send(as_sent(step.data))
         problems = await self._answers(connection, steps, sent)
         problems += await self._afterwards()
         return problems
@@ -236,7 +238,7 @@ class AgentFuzzTarget:
             got = socket.frames(terminal, after=sent)
             counts: dict[Any, int] = {}
             for frame in got:
-                counts[frame.id] = counts.get(frame.id, 0) + 1
+                counts[_key(frame.id)] = counts.get(_key(frame.id), 0) + 1
             if all(counts.get(rid, 0) >= len(group) for rid, group in wanted.items()):
                 break
             await asyncio.sleep(0.02)
@@ -246,8 +248,14 @@ class AgentFuzzTarget:
         for rid, group in wanted.items():
             mine = [f for f in got if f.id == rid]
             optional = sum(1 for s in group if s.mutation == local_executor.WRONG_VERSION)
+            ended = socket.ending
+            if (
+                ended is not None
+                and ended.code in REFUSAL_CLOSES
+                and any(not s.valid for s in group)
+            ):
+                continue  # refused with a Close that names why: the spec's way too
             if len(mine) < len(group) - optional:
-                ended = socket.ending
                 why = f" (the connection ended {ended.code} {ended.reason})" if ended else ""
                 problems += [
                     f"no answer to {s.describe()} within {ANSWER_DEADLINE:g} s{why}"
@@ -271,6 +279,10 @@ class AgentFuzzTarget:
                 problems.append(f"agent {name} exited with status {code}")
                 continue
             connection = self.connections[name]
+            ending = connection.socket.ending
+            if ending is not None and ending.code in REFUSAL_CLOSES:
+                await self._launch(name)  # it refused a frame by closing: a new connection
+                connection = self.connections[name]
             rid = f"probe-{secrets.token_hex(4)}"
             sent = self.evidence.now()
             await connection.send(connection.envelope("PING", {}, rid))
@@ -280,6 +292,11 @@ class AgentFuzzTarget:
                 got = answer.describe() if answer is not None else "nothing"
                 problems.append(f"{where} is not usable afterwards: PING answered {got}")
         return problems
+
+
+def _key(request_id: Any) -> Any:
+    """An id as a dict key: an agent may echo back an id of any JSON kind."""
+    return request_id if isinstance(request_id, str | int | float | None) else repr(request_id)
 
 
 def _allowed(kind: str) -> frozenset[str]:

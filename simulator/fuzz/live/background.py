@@ -35,3 +35,12 @@ class BackgroundLoop:
         self._thread.join(10)
         if not self.loop.is_running():
             self.loop.close()
+
+
+def as_sent(data: bytes) -> str | bytes:
+    """What goes on a WebSocket: a text message when the bytes are UTF-8 (as the spec
+    sends every frame), a binary one when they are not (no text message can carry them)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data

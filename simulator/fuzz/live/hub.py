@@ -42,7 +42,7 @@ from tetherbed.simulator.conformance.evidence import Evidence
 from tetherbed.simulator.conformance.hub.environment import HubEnvironment, build_timings
 from tetherbed.simulator.conformance.hub.raw_agent import NOT_REQUESTS, RawAgent, default_hello
 from tetherbed.simulator.conformance.recorded_socket import Frame
-from tetherbed.simulator.fuzz.live.background import BackgroundLoop
+from tetherbed.simulator.fuzz.live.background import BackgroundLoop, as_sent
 from tetherbed.simulator.fuzz.live.profile import Profile
 from tetherbed.simulator.fuzz.live.runner import TargetGone
 from tetherbed.simulator.fuzz.strategies import local_executor
@@ -393,7 +393,7 @@ class HubFuzzTarget:
         assert agent.socket is not None
         try:
             sent = self.evidence.now()
-            await agent.socket.send(step.data)
+            await agent.socket.send(as_sent(step.data))
             answer = await agent.socket.wait_for(
                 lambda f: f.type != "PING", HELLO_DEADLINE, after=sent
             )
@@ -418,7 +418,7 @@ class HubFuzzTarget:
 
     async def _agent_frame(self, session: _Session, step: HubStep) -> list[str]:
         assert session.agent is not None and session.agent.socket is not None
-        await session.agent.socket.send(step.data)
+        await session.agent.socket.send(as_sent(step.data))
         await asyncio.sleep(0.02)
         ending = session.agent.socket.ending
         if ending is not None:

@@ -146,6 +146,8 @@ def fuzz(
             except TargetGone as exc:
                 state["gone"] = str(exc)
                 return
+            except Exception as exc:  # the harness could not judge: shown, and shrunk too
+                known = [f"the fuzzer could not judge the answers: {type(exc).__name__}: {exc}"]
             outcomes[key] = known
             if progress is not None and counters["run"] % 25 == 0:
                 progress(f"fuzz {target.kind}: {counters['run']} examples")
