@@ -13,6 +13,12 @@ without a defect is exactly the code that runs in production:
   children live on, and the result reports the signal (-15), as the public
   reference shim does.
 - `raw_window_ids`: window ids are the X window numbers, not minted `win_` ids.
+- `llm_chunk_finish_reason`: every LOCAL_LLM_COMPLETION_CHUNK carries the
+  finish_reason "stop", the middle ones too.
+- `llm_busy_unenforced`: a second completion is not answered LOCAL_LLM_BUSY
+  but sent to the backend too (where Ollama queues it behind the first).
+- `accept_reserved_names`: Windows device names (CON, NUL.txt, ...) are
+  created like any other name.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from tetherbed.wire.messages import (
     CommandResult,
     ExecuteCommand,
     FileContents,
+    LocalLlmCompletionChunk,
     MessageType,
     Payload,
     WindowListResponse,
@@ -46,6 +53,9 @@ DATA_DEFECTS = frozenset(
         "leak_environment",
         "timeout_kills_shell_only",
         "raw_window_ids",
+        "llm_chunk_finish_reason",
+        "llm_busy_unenforced",
+        "accept_reserved_names",
     }
 )
 
@@ -139,6 +149,32 @@ async def shell_only_timeout(
     )
 
 
+class UnguardedLocalLlm:
+    """`llm_busy_unenforced`: completions go to the backend however many are running."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def complete(self, request: Any, *, limits: Limits, emit: Any) -> Any:
+        if request.model not in self._inner.models:
+            return await self._inner.complete(request, limits=limits, emit=emit)
+        return await self._inner._complete(request, limits, emit)
+
+
+def finish_every_chunk(emit: Any) -> Any:
+    """`llm_chunk_finish_reason`: each chunk says "stop", whether or not it is the last."""
+
+    async def send(kind: MessageType, payload: Payload) -> None:
+        if isinstance(payload, LocalLlmCompletionChunk) and payload.finish_reason is None:
+            payload = LocalLlmCompletionChunk(delta=payload.delta, finish_reason="stop")
+        await emit(kind, payload)
+
+    return send
+
+
 class DefectiveOperations:
     """The data operations with the planted defects in `defects` switched on."""
 
@@ -151,6 +187,10 @@ class DefectiveOperations:
             inner._shell = leaky_shell
         if "timeout_kills_shell_only" in defects:
             inner._shell = shell_only_timeout
+        if "llm_busy_unenforced" in defects and inner.local_llm is not None:
+            inner.local_llm = UnguardedLocalLlm(inner.local_llm)
+        if "accept_reserved_names" in defects:
+            inner.jail.reserved_name = lambda name: False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -161,8 +201,12 @@ class DefectiveOperations:
         else:
             setattr(self._inner, name, value)
 
-    async def run(self, kind: MessageType, payload: Payload) -> tuple[MessageType, Payload]:
-        answer_kind, answer = await self._inner.run(kind, payload)
+    async def run(
+        self, kind: MessageType, payload: Payload, emit: Any = None
+    ) -> tuple[MessageType, Payload]:
+        if emit is not None and "llm_chunk_finish_reason" in self._defects:
+            emit = finish_every_chunk(emit)
+        answer_kind, answer = await self._inner.run(kind, payload, emit=emit)
         crlf = "crlf_read" in self._defects and isinstance(answer, FileContents)
         if crlf and answer.encoding == "utf-8":
             answer.content = answer.content.replace("\r\n", "\n")

@@ -54,6 +54,7 @@ HUB_DEFECTS = frozenset(
         "ignore_capacity",
         "agent_auth_skipped",
         "crash_on_unknown_field",
+        "llm_without_models",
     }
 )
 
@@ -104,8 +105,9 @@ class HubConfig:
     #: "shared_ids", and for the drivers "head_of_line" (send to a peer
     #: inside the sender's read loop, as the hub once did); for the
     #: conformance suite (docs/conformance.md) "grant_unadvertised",
-    #: "no_ping", "ignore_capacity" and "agent_auth_skipped". Never set in
-    #: normal use.
+    #: "no_ping", "ignore_capacity", "agent_auth_skipped" and
+    #: "llm_without_models" (LOCAL_LLM_COMPLETION relayed to an agent with no
+    #: models). Never set in normal use.
     defects: frozenset[str] = frozenset()
     #: The dsh-computers routes' settings (hub/dsh).
     dsh: DshConfig = field(default_factory=DshConfig)

@@ -551,21 +551,22 @@ def _agent(args: argparse.Namespace) -> int:
         missing = [p for p in browse_roots if not Path(p).is_dir()]
         if missing:
             return usage(f"--browse-root {missing[0]} is not a directory")
+    # An empty value (`--serial-port=` from a template's empty placeholder) is none.
     serial_ports = []
-    for item in args.serial_port:
+    for item in filter(None, args.serial_port):
         path, sep, description = item.partition("=")
         if not path:
             return usage(f"--serial-port {item!r}: expected PATH=DESCRIPTION")
         serial_ports.append((path, description if sep else path))
     usb_devices = []
-    for item in args.usb_device:
+    for item in filter(None, args.usb_device):
         ids, sep, description = item.partition("=")
         vid, colon, pid = ids.partition(":")
         if not colon or not _hex4(vid) or not _hex4(pid):
             return usage(f"--usb-device {item!r}: expected VID:PID=DESCRIPTION (4 hex digits each)")
         usb_devices.append((vid.lower(), pid.lower(), description if sep else ids))
     gpio_lines = []
-    for item in args.gpio_line:
+    for item in filter(None, args.gpio_line):
         line, sep, description = item.partition("=")
         if ":" not in line:
             return usage(f"--gpio-line {item!r}: expected CHIP:LINE=DESCRIPTION")

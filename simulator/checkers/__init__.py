@@ -15,6 +15,7 @@ from typing import Any
 
 from tetherbed.simulator.checkers import (
     backoff_bounds,
+    control_children,
     crossed_answers,
     double_execution,
     exactly_one_answer,
@@ -57,6 +58,8 @@ MODULES: dict[str, ModuleType] = {
         chunks,
         keys,
         install_url,
+        # control mode (children of a machine's control agent)
+        control_children,
     )
 }
 CHECKERS: dict[str, Checker] = {name: module.check for name, module in MODULES.items()}
