@@ -53,6 +53,7 @@ HUB_DEFECTS = frozenset(
         "no_ping",
         "ignore_capacity",
         "agent_auth_skipped",
+        "crash_on_unknown_field",
         "llm_without_models",
     }
 )

@@ -48,6 +48,7 @@ from tetherbed.hub.ownership import Verdict, decide
 from tetherbed.hub.request_policy import answer_budget, capacity_from, overload_delay
 from tetherbed.hub.retry import can_retry, prepare_retry
 from tetherbed.hub.timers import Timers
+from tetherbed.hub.unknown_field_crash import crash_on_unknown_field
 from tetherbed.runtime.clock import Clock
 from tetherbed.wire import catalog, serial_io
 from tetherbed.wire.codes import CloseCode, ErrorCode, ExtensionCode
@@ -140,6 +141,7 @@ class HubCore:
         self._shared_ids = "shared_ids" in defects
         self._no_ping = "no_ping" in defects
         self._ignore_capacity = "ignore_capacity" in defects
+        self._crash_on_unknown = "crash_on_unknown_field" in defects
         self._llm_without_models = "llm_without_models" in defects
         self._request_timeout = config.request_timeout
         # Bound once: the relay path reads the clock per request.
@@ -227,6 +229,8 @@ class HubCore:
         This and `_agent_answer` are the relay's hot path: the common case
         runs first and touches as little as possible.
         """
+        if self._crash_on_unknown:  # a planted defect, never in normal use
+            crash_on_unknown_field(data)
         try:
             envelope = decode_envelope(data)
         except WireError as exc:
@@ -475,6 +479,8 @@ class HubCore:
     # === internals: handshake ==============================================
 
     def _agent_hello(self, link: AgentLink, data: bytes) -> Actions:
+        if self._crash_on_unknown:  # a planted defect, never in normal use
+            crash_on_unknown_field(data)
         try:
             envelope = decode_envelope(data)
             if envelope.type != MessageType.HELLO:

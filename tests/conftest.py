@@ -15,8 +15,9 @@ import subprocess
 
 import pytest
 
-#: `pytester` runs a small suite in-process (the pytest plugin's own tests).
-pytest_plugins = ["pytester"]
+#: `pytester` runs a small suite in-process (the pytest plugin's own tests); the
+#: fuzz figures plugin prints the examples each live fuzz target ran.
+pytest_plugins = ["pytester", "tetherbed.simulator.fuzz.live.pytest_figures"]
 
 
 @functools.cache

@@ -1,4 +1,4 @@
-"""`tetherbed` command line: hub, agent, run, conform, native, proxy, demo."""
+"""`tetherbed` command line: hub, agent, run, conform, fuzz, native, proxy, demo."""
 
 from __future__ import annotations
 
@@ -241,6 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     commands.add_parser(
+        "fuzz",
+        help="property-based fuzzing of a running hub, agent or native adapter (docs/fuzzing.md)",
+        add_help=False,
+    )
+    commands.add_parser(
         "llm-server",
         help="an Ollama-compatible LLM server with deterministic output (for the test bed)",
         add_help=False,
@@ -374,6 +379,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tetherbed.simulator.conformance.cli import main as conform_main
 
         return conform_main(rest[1:])
+    if rest[:1] == ["fuzz"]:
+        from tetherbed.simulator.fuzz.cli import main as fuzz_main
+
+        return fuzz_main(rest[1:])
     if rest[:1] == ["demo"]:
         from tetherbed.demo import main as demo_main
 

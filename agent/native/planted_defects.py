@@ -12,6 +12,9 @@ with a deliberate departure from crossdesk-automation/1:
 - `blocked_pipe_never_exits`: a caller that stops reading stdout leaves the
   adapter hanging forever.
 - `ticket_reusable`: a video ticket can be presented again.
+- `accept_over_deep`: a request nested deeper than 32 levels is parsed and
+  answered like any other instead of being refused with NESTING_TOO_DEEP
+  (found by `tetherbed fuzz native`).
 - `doctor_pipe_only`: `doctor --json` leaves out `automation_video_transport`,
   as an old pipe-only CLI does (the adapter itself still offers video, so its
   `hello` and its doctor disagree).
@@ -33,6 +36,7 @@ NATIVE_DEFECTS = frozenset(
         "observations_survive_generation",
         "blocked_pipe_never_exits",
         "ticket_reusable",
+        "accept_over_deep",
         "doctor_pipe_only",
     }
 )
