@@ -135,7 +135,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"tetherbed run: {exc}", file=sys.stderr)
             return 2
         if seeds is not None and any(args.backend in s.backends for s in scenarios):
-            refusal = _unsupported(target, args.backend)
+            refusal = _unsupported(target, args.backend) or check_schedule_arguments(
+                args, args.backend
+            )
+            if refusal is None and args.replay is not None:
+                refusal = "--seeds explores seeds and --replay replays one log: give one of them"
             if refusal is not None:
                 print(f"tetherbed run: {refusal}", file=sys.stderr)
                 return 2

@@ -25,6 +25,7 @@ from typing import Any
 
 from tetherbed.simulator.explore.interleaving import diff, fingerprint, steps
 from tetherbed.simulator.explore.interleaving import render as render_lines
+from tetherbed.simulator.proxy.scheduler.options import ScheduleOptions
 from tetherbed.simulator.runner import RunOutcome, replay_command, run_scenario
 from tetherbed.simulator.scenario import Scenario, load
 from tetherbed.simulator.stop_signals import StopSignals
@@ -99,6 +100,9 @@ class SeedRun:
     why: str | None = None
     #: Where its history was written (failures only), when it was.
     history: str | None = None
+    #: The frame scheduler's decision log (scheduled failures only): `tetherbed
+    #: run ... --replay` follows its frame order again.
+    decisions: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -112,6 +116,7 @@ class SeedRun:
             "seconds": round(self.seconds, 3),
             "replay": self.replay,
             "why": self.why,
+            "decisions": self.decisions,
             "history": self.history,
         }
 
@@ -176,7 +181,10 @@ def _count(values: Any) -> dict[str, int]:
 
 
 def seed_run(
-    outcome: RunOutcome, replay_options: Sequence[str] = (), history: str | None = None
+    outcome: RunOutcome,
+    replay_options: Sequence[str] = (),
+    history: str | None = None,
+    decisions: str | None = None,
 ) -> tuple[SeedRun, list[str]]:
     """One run's outcome as the sweep keeps it, and its interleaving's lines."""
     lines = steps(outcome.history)
@@ -199,6 +207,7 @@ def seed_run(
         replay=replay,
         why=_first_line(why) if why else None,
         history=history,
+        decisions=decisions,
     )
     return run, lines
 
@@ -222,12 +231,15 @@ def sweep(
     replay_options: Sequence[str] = (),
     report: Path | None = None,
     progress: Progress | None = None,
+    schedule: ScheduleOptions | None = None,
 ) -> SeedSweep:
     """Run `scenario` once per seed on `backend` and gather what the seeds did.
 
     With `report`, each failing seed's history is written to
     `report/<scenario>-<backend>-seed<N>/history.jsonl`. A received stop
-    signal ends the sweep after the run it interrupted.
+    signal ends the sweep after the run it interrupted. With `schedule` (process
+    and docker backends) the fault proxy schedules the agents' frames under each
+    seed, and a failing seed keeps its decision log next to its history.
     """
     if isinstance(scenario, Path):
         scenario = load(scenario, backend)
@@ -236,19 +248,31 @@ def sweep(
         if stop is not None and stop.received is not None:
             break
         workdir = Path(tempfile.mkdtemp(prefix="tetherbed-seeds-"))
+        seeded = None if schedule is None else schedule.with_decisions(workdir / "decisions.jsonl")
+        decisions = None
         try:
             outcome = run_scenario(
-                scenario, backend, seed, workdir, stop, target=target, strict=strict
+                scenario,
+                backend,
+                seed,
+                workdir,
+                stop,
+                target=target,
+                strict=strict,
+                schedule=seeded,
             )
+            written = None
+            if report is not None and outcome.verdict not in ("pass", "not_applicable"):
+                folder = report / f"{slug(scenario.name)}-{backend}-seed{seed}"
+                folder.mkdir(parents=True, exist_ok=True)
+                outcome.history.write(folder / "history.jsonl")
+                written = str(folder / "history.jsonl")
+                log = workdir / "decisions.jsonl"
+                if seeded is not None and log.exists():
+                    decisions = str(shutil.copy(log, folder / "decisions.jsonl"))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-        written = None
-        if report is not None and outcome.verdict not in ("pass", "not_applicable"):
-            folder = report / f"{slug(scenario.name)}-{backend}-seed{seed}"
-            folder.mkdir(parents=True, exist_ok=True)
-            outcome.history.write(folder / "history.jsonl")
-            written = str(folder / "history.jsonl")
-        run, lines = seed_run(outcome, replay_options, written)
+        run, lines = seed_run(outcome, replay_options, written, decisions)
         result.add(run, lines)
         if progress is not None:
             progress(run)
@@ -282,6 +306,8 @@ def render(result: SeedSweep, *, show_interleavings: bool = False) -> str:
     for run in result.failures:
         out.append(f"  {run.verdict.upper()} seed {run.seed} ({run.interleaving}): {run.why}")
         out.append(f"    replay: {run.replay}")
+        if run.decisions:
+            out.append(f"    frame order: {run.decisions} (replay it: --replay, --times N)")
         if run.history:
             out.append(f"    history: {run.history}")
     if show_interleavings and found:

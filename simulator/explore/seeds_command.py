@@ -20,6 +20,7 @@ from tetherbed.simulator.explore.seeds import (
     summary,
     sweep,
 )
+from tetherbed.simulator.proxy.scheduler.arguments import schedule_from_arguments
 from tetherbed.simulator.scenario import Scenario
 from tetherbed.simulator.scenario.dsh import uses_dsh
 from tetherbed.simulator.stop_signals import StopSignals
@@ -92,6 +93,7 @@ def run_seeds(
             replay_options=replay_options(args),
             report=args.report,
             progress=progress,
+            schedule=schedule_from_arguments(args),
         )
         sweeps.append(found)
         if not args.json:
