@@ -24,6 +24,7 @@ AGENT_DEFECTS = frozenset(
         "no_status_edge",
         "ignore_grants",
         "control_refs_survive_reconnect",
+        "jail_off_by_one",
     }
 )
 

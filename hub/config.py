@@ -53,6 +53,8 @@ HUB_DEFECTS = frozenset(
         "no_ping",
         "ignore_capacity",
         "agent_auth_skipped",
+        "no_request_deadline",
+        "takeover_keeps_old",
     }
 )
 
@@ -103,8 +105,11 @@ class HubConfig:
     #: "shared_ids", and for the drivers "head_of_line" (send to a peer
     #: inside the sender's read loop, as the hub once did); for the
     #: conformance suite (docs/conformance.md) "grant_unadvertised",
-    #: "no_ping", "ignore_capacity" and "agent_auth_skipped". Never set in
-    #: normal use.
+    #: "no_ping", "ignore_capacity" and "agent_auth_skipped"; for the
+    #: stateful fuzzer (docs/fuzzing.md) "no_request_deadline" (an issued
+    #: request waits for its answer forever: the slot leak) and
+    #: "takeover_keeps_old" (a same-machine takeover leaves the old connection
+    #: serving: two owners). Never set in normal use.
     defects: frozenset[str] = frozenset()
     #: The dsh-computers routes' settings (hub/dsh).
     dsh: DshConfig = field(default_factory=DshConfig)

@@ -133,6 +133,8 @@ class HubCore:
         self._shared_ids = "shared_ids" in defects
         self._no_ping = "no_ping" in defects
         self._ignore_capacity = "ignore_capacity" in defects
+        self._no_request_deadline = "no_request_deadline" in defects
+        self._takeover_keeps_old = "takeover_keeps_old" in defects
         self._request_timeout = config.request_timeout
         # Bound once: the relay path reads the clock per request.
         self._monotonic = clock.monotonic
@@ -614,7 +616,9 @@ class HubCore:
             )
             return None
         if old is not None:
-            if decision.verdict is Verdict.TAKEOVER:
+            if decision.verdict is Verdict.TAKEOVER and self._takeover_keeps_old:
+                pass  # the takeover_keeps_old defect: the old owner is never told or closed
+            elif decision.verdict is Verdict.TAKEOVER:
                 if decision.revoke_old:
                     revoked = SessionRevoked(
                         reason="another_shim_connected", new_shim_machine_id=link.machine_id
@@ -770,6 +774,9 @@ class HubCore:
             else answer_budget(self.config, kind, route.envelope.payload)
         )
         deadline = route.deadline = self._monotonic() + budget
+        if self._no_request_deadline:  # a planted defect: the slot leak
+            route.deadline = NEVER
+            return Send(owner.peer, data)
         if deadline < owner.expiry_at:
             owner.expiry_at = deadline
             self.timers.arm(owner)

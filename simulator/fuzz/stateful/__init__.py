@@ -1,0 +1,27 @@
+"""Stateful fuzzing: Hypothesis state machines over the sans-I/O cores, in virtual time."""
+
+from tetherbed.simulator.fuzz.stateful.hub_machine import HubMachine, Peer
+from tetherbed.simulator.fuzz.stateful.hunt import Finding, hunt
+from tetherbed.simulator.fuzz.stateful.wire_ledger import (
+    CAPACITY,
+    DEADLINE,
+    EXACTLY_ONE_ANSWER,
+    ONE_OWNER,
+    REVOKED,
+    InvariantViolated,
+    WireLedger,
+)
+
+__all__ = [
+    "CAPACITY",
+    "DEADLINE",
+    "EXACTLY_ONE_ANSWER",
+    "ONE_OWNER",
+    "REVOKED",
+    "Finding",
+    "HubMachine",
+    "InvariantViolated",
+    "Peer",
+    "WireLedger",
+    "hunt",
+]
