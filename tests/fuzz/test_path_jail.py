@@ -1,0 +1,56 @@
+"""The agent's path jail on the real file system, with generated paths.
+
+Every file operation (read, write, mkdir through create_parents, stat, list,
+delete, move) and a command's working directory run through the agent's own
+dispatcher on a fresh root next to a sentinel tree
+(simulator/fuzz/paths/arena.py): nothing outside the root may be read,
+written, listed, moved, deleted or used as a working directory, and every
+refusal carries a spec code. A second property swaps a directory of the root
+for a link to the sentinel while operations run. The planted
+`jail_off_by_one` agent defect must be found, and its shrunk example is
+printed (`pytest -s`).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import settings
+
+from tetherbed.simulator.fuzz.paths.properties import (
+    SWAP_REPEATS,
+    JailBreach,
+    escape_property,
+    judged,
+    swap_property,
+)
+from tetherbed.simulator.fuzz.profiles import scaled
+
+
+def test_no_operation_leaves_the_root() -> None:
+    examples = scaled(150)
+    started = time.monotonic()
+    with judged() as judge:
+        escape_property(judge, settings(settings.default, max_examples=examples))()
+    print(f"path jail: {examples} sequences in {time.monotonic() - started:.1f} s")
+
+
+def test_no_operation_follows_a_swapped_link() -> None:
+    examples = scaled(20)
+    started = time.monotonic()
+    with judged() as judge:
+        swap_property(judge, settings(settings.default, max_examples=examples))()
+    print(
+        f"symlink swaps: {examples} operations x {SWAP_REPEATS} runs in "
+        f"{time.monotonic() - started:.1f} s"
+    )
+
+
+def test_the_path_properties_find_a_jail_off_by_one_component() -> None:
+    search = settings(settings.default, max_examples=300, derandomize=True, database=None)
+    with judged(frozenset({"jail_off_by_one"})) as judge, pytest.raises(JailBreach) as caught:
+        escape_property(judge, search)()
+    notes = "\n".join(getattr(caught.value, "__notes__", []))
+    print(f"\njail_off_by_one -> {caught.value}\n{notes}")
+    assert "outside the root" in str(caught.value) or "sentinel" in str(caught.value)
