@@ -58,14 +58,50 @@ def components() -> st.SearchStrategy[str]:
     odd = st.text(
         alphabet=st.characters(codec="utf-8", exclude_characters="/\x00"), min_size=1, max_size=8
     )
+    known = st.sampled_from(KNOWN_NAMES)
+    dots = st.sampled_from(("..", ".", "..."))
+    # one_of picks a branch uniformly: the arena's names four times as often
+    # as each other kind, so that many paths lead somewhere that exists.
     return st.one_of(
-        st.sampled_from(KNOWN_NAMES),
-        st.sampled_from(("..", ".", "...", "..", "..")),
+        known,
+        known,
+        known,
+        known,
+        dots,
+        dots,
         st.sampled_from((CAFE_NFC, CAFE_NFD)),
         st.sampled_from(RESERVED_NAMES),
         st.sampled_from(LONG_NAMES),
         odd,
     )
+
+
+#: Whole paths worth trying every time: what exists, and the classic escapes.
+CURATED_PATHS = (
+    ROOT_FILE,
+    ROOT_DIR,
+    f"{ROOT_DIR}/inner.txt",
+    f"{ROOT_DIR}/sub",
+    CAFE_NFC,
+    CAFE_NFD,
+    LINK_OUT,
+    LINK_IN,
+    f"{LINK_IN}/inner.txt",
+    f"{LINK_IN}/../{ROOT_FILE}",
+    LINK_ABSOLUTE,
+    f"{SWAP}/{ROOT_FILE}",
+    f"{ROOT_DIR}/../{ROOT_FILE}",
+    f"../root/{ROOT_FILE}",
+    "../outside/secret.txt",
+    f"{LINK_OUT}/secret.txt",
+    f"{LINK_OUT}/../root/{ROOT_FILE}",
+    f"{ROOT}/../root/{ROOT_DIR}",
+    f"{ROOT}-evil/secret.txt",
+    f"{OUTSIDE}/sub/deep.txt",
+    ".",
+    "..",
+    f"{ROOT}",
+)
 
 
 def wire_paths() -> st.SearchStrategy[str]:
@@ -85,9 +121,10 @@ def wire_paths() -> st.SearchStrategy[str]:
         )
     )
     suffixes = st.sampled_from(("", "", "", "/"))
-    body = st.lists(components(), min_size=0, max_size=5).map("/".join)
+    body = st.lists(components(), min_size=0, max_size=4).map("/".join)
     very_long = st.just("/".join(["d" * 200] * 25))  # past PATH_MAX
     return st.one_of(
+        st.sampled_from(CURATED_PATHS),
         st.tuples(prefixes, body, suffixes).map("".join).filter(bool),
         very_long,
     )

@@ -230,6 +230,10 @@ class WireLedger:
     def check_owners(self) -> None:
         for claim in sorted({_claim_of(c) for c in self.connections.values()}):
             owners = self.owners(claim)
+            if owners and claim in self.revoked_at:
+                raise InvariantViolated(
+                    REVOKED, f"session {claim} is still served by {owners} after its revocation"
+                )
             if len(owners) > 1:
                 raise InvariantViolated(ONE_OWNER, f"{claim} has {len(owners)} owners: {owners}")
 
