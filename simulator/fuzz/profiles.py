@@ -37,8 +37,8 @@ CI_SETTINGS = settings(
     suppress_health_check=_SLOW_CHECKS,
 )
 LONG_SETTINGS = settings(
-    max_examples=2000,
-    stateful_step_count=80,
+    max_examples=1000,
+    stateful_step_count=60,
     deadline=None,
     derandomize=False,
     database=None,

@@ -3,6 +3,7 @@
 from tetherbed.simulator.fuzz.stateful.hub_machine import HubMachine, Peer
 from tetherbed.simulator.fuzz.stateful.hunt import Finding, hunt
 from tetherbed.simulator.fuzz.stateful.wire_ledger import (
+    AT_MOST_ONCE,
     CAPACITY,
     DEADLINE,
     EXACTLY_ONE_ANSWER,
@@ -13,6 +14,7 @@ from tetherbed.simulator.fuzz.stateful.wire_ledger import (
 )
 
 __all__ = [
+    "AT_MOST_ONCE",
     "CAPACITY",
     "DEADLINE",
     "EXACTLY_ONE_ANSWER",

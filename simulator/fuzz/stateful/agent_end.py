@@ -8,6 +8,7 @@ partition is just "do not deliver"; operations the protocol admits wait in
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,8 @@ class AgentEnd:
     closed: bool = False
     #: Set when either side asked to close: (code, who).
     closing: tuple[int | None, str] | None = None
+    #: Told of every request the protocol admits (the machine's ledger).
+    on_run: Callable[[str, Run], None] | None = None
 
     def take(self, actions: list[Any]) -> None:
         """Carry out what the agent's protocol asked for."""
@@ -52,6 +55,8 @@ class AgentEnd:
                 self.to_hub.append(action.data)
             elif isinstance(action, Run):
                 self.pending[action.request_id] = action
+                if self.on_run is not None:
+                    self.on_run(self.name, action)
             elif isinstance(action, Close) and self.closing is None:
                 self.closing = (action.code, "agent")
 

@@ -171,6 +171,12 @@ class HubMachine(RuleBasedStateMachine):
         return self.clock.monotonic()
 
     def _apply(self, actions: Any) -> None:
+        """Carry out the hub's actions, then check its slots: an overcommitment
+        the agent's refusals undo within the step must not slip by."""
+        self._carry_out(actions)
+        self.capacity_not_leaked()
+
+    def _carry_out(self, actions: Any) -> None:
         for action in actions:
             if isinstance(action, Send):
                 self._deliver_from_hub(action.peer, action.data)
@@ -183,9 +189,12 @@ class HubMachine(RuleBasedStateMachine):
                         end.closing = (action.code, "hub")
             elif isinstance(action, Authorize):
                 allowed = action.session_id not in self.revoked
-                self._apply(self.hub.authorized(action.ticket, allowed))
+                self._carry_out(self.hub.authorized(action.ticket, allowed))
             elif isinstance(action, Record):
                 self.journal.append((self._now(), action.event, dict(action.fields)))
+
+    def _admitted(self, name: str, run: Run) -> None:
+        self.ledger.agent_admitted(name, str(run.kind), bytes(run.raw or b""))
 
     def _deliver_from_hub(self, peer: Peer, data: bytes) -> None:
         if peer.kind == "client":
@@ -299,6 +308,7 @@ class HubMachine(RuleBasedStateMachine):
             clock=self.clock,
             max_concurrent=self.MAX_CONCURRENT,
         )
+        end.on_run = self._admitted
         self.agents[name] = end
         self.ledger.connected(name, session, machine)
         end.link, actions = self.hub.agent_opened(
@@ -338,7 +348,8 @@ class HubMachine(RuleBasedStateMachine):
             self._answer(end, data.draw(st.sampled_from(sorted(end.pending)), label="request"))
         elif action == "refuse_busy":
             request_id = data.draw(st.sampled_from(sorted(end.pending)), label="request")
-            end.pending.pop(request_id)
+            run = end.pending.pop(request_id)
+            self.ledger.agent_refused_unrun(bytes(run.raw or b""))
             busy = ProtocolError(ErrorCode.SHIM_OVERLOADED, "busy", request_id=request_id)
             end.take(end.protocol.fail(request_id, busy))
         elif action == "answer_again":

@@ -25,6 +25,7 @@ ONE_OWNER = "at_most_one_owner"
 CAPACITY = "capacity_not_leaked"
 DEADLINE = "no_request_outlives_its_deadline"
 REVOKED = "revoked_admits_no_one"
+AT_MOST_ONCE = "non_idempotent_runs_at_most_once"
 
 _TAG = re.compile(rb"K\d+Z")
 _STREAMING = frozenset(str(kind) for kind in catalog.STREAMING_RESPONSES)
@@ -111,6 +112,9 @@ class WireLedger:
         self.connections: dict[str, Connection] = {}
         self.revoked_at: dict[str, float] = {}
         self.closed_clients: set[str] = set()
+        #: tag -> agent, for non-idempotent requests an agent admitted (and did
+        #: not refuse as busy): they may have run.
+        self.started: dict[str, str] = {}
         self._tags = 0
 
     # --- what the test sends ---------------------------------------------------
@@ -205,6 +209,25 @@ class WireLedger:
                 f"to agent {name}",
             )
         connection.issued[ident] = Issue(tag, now, budget)
+
+    def agent_admitted(self, name: str, kind: str, payload: bytes) -> None:
+        """Agent `name` admitted a request: a non-idempotent one may now have run."""
+        tag = tag_of(payload)
+        if tag is None or catalog.is_idempotent(kind):
+            return
+        if tag in self.started:
+            raise InvariantViolated(
+                AT_MOST_ONCE,
+                f"{tag} ({kind}, not idempotent) reached agent {name} after agent "
+                f"{self.started[tag]} had admitted it: it may run twice",
+            )
+        self.started[tag] = name
+
+    def agent_refused_unrun(self, payload: bytes) -> None:
+        """The agent refused it as busy: it ran nothing, so sending it again is fine."""
+        tag = tag_of(payload)
+        if tag is not None:
+            self.started.pop(tag, None)
 
     def hub_closed(self, name: str) -> None:
         self.connections[name].released = True
