@@ -17,6 +17,7 @@ import time
 
 import pytest
 from hypothesis import settings
+from hypothesis.errors import FlakyFailure
 
 from tetherbed.simulator.fuzz.paths.properties import (
     SWAP_REPEATS,
@@ -54,3 +55,28 @@ def test_the_path_properties_find_a_jail_off_by_one_component() -> None:
     notes = "\n".join(getattr(caught.value, "__notes__", []))
     print(f"\njail_off_by_one -> {caught.value}\n{notes}")
     assert "outside the root" in str(caught.value) or "sentinel" in str(caught.value)
+
+
+def test_the_swap_property_finds_a_jail_that_follows_links() -> None:
+    """`jail_skips_symlinks` (a conformance-suite defect) judges paths as
+    written: reads and writes through `swap` reach the sentinel whenever it is
+    a link at that instant. A race need not repeat when Hypothesis replays
+    it, so the breach may come wrapped in a FlakyFailure: it is there either way."""
+    search = settings(settings.default, max_examples=100, derandomize=True, database=None)
+    with judged(frozenset({"jail_skips_symlinks"})) as judge:
+        try:
+            swap_property(judge, search)()
+        except (JailBreach, FlakyFailure) as failure:
+            breaches = _breaches(failure)
+        else:
+            breaches = []
+    print(f"\njail_skips_symlinks -> {breaches[:1]}")
+    assert breaches, "the swap property let a link-following jail pass"
+
+
+def _breaches(failure: BaseException) -> list[JailBreach]:
+    if isinstance(failure, JailBreach):
+        return [failure]
+    if isinstance(failure, BaseExceptionGroup):
+        return [b for inner in failure.exceptions for b in _breaches(inner)]
+    return []

@@ -214,6 +214,13 @@ class HubMachine(RuleBasedStateMachine):
                 if end.closed:
                     continue
                 if end.closing is not None:
+                    if end.closing[1] == "hub" and end.to_hub and not end.partitioned:
+                        # What the agent sent before the hub's close frame reached
+                        # it still arrives first (a DETACHED link's answers).
+                        frames, end.to_hub = end.to_hub, []
+                        for data in frames:
+                            self.ledger.agent_answered(end.name, data)
+                            self._apply(self.hub.agent_frame(end.link, data))
                     self._close(end)
                     moved = True
                     continue
@@ -335,12 +342,13 @@ class HubMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def agent_acts(self, data: st.DataObject) -> None:
         """One agent does one thing: answers a request (most often), answers one
-        a second time, refuses one as busy, is partitioned or healed, or drops
-        its connection cleanly (1000: it lets the session go) or abruptly."""
+        a second time or with the wrong type, refuses one as busy, is
+        partitioned or healed, or drops its connection cleanly (1000: it lets
+        the session go) or abruptly."""
         end = self.agents[data.draw(st.sampled_from(self._live_agents()), label="agent")]
         choices = ["partition", "disconnect_clean", "disconnect_abrupt"]
         if end.pending:
-            choices += ["answer"] * 6 + ["refuse_busy"]
+            choices += ["answer"] * 6 + ["refuse_busy", "answer_wrong_type"]
         if end.answered:
             choices.append("answer_again")
         action = data.draw(st.sampled_from(sorted(choices)), label="action")
@@ -352,6 +360,12 @@ class HubMachine(RuleBasedStateMachine):
             self.ledger.agent_refused_unrun(bytes(run.raw or b""))
             busy = ProtocolError(ErrorCode.SHIM_OVERLOADED, "busy", request_id=request_id)
             end.take(end.protocol.fail(request_id, busy))
+        elif action == "answer_wrong_type":
+            request_id = data.draw(st.sampled_from(sorted(end.pending)), label="request")
+            run = end.pending.pop(request_id)
+            wrong = T.ACK if run.kind is not T.FILE_MOVE else T.FILE_STAT_RESPONSE
+            payload = Ack(ok=True) if wrong is T.ACK else FileStatResponse(exists=False)
+            end.take(end.protocol.complete(request_id, wrong, payload))
         elif action == "answer_again":
             request_id = data.draw(st.sampled_from(sorted(end.answered)), label="request")
             end.to_hub.append(end.answered[request_id])
