@@ -32,10 +32,11 @@ class Finding:
 def hunt(machine: type[RuleBasedStateMachine], settings: Settings) -> Finding | None:
     """Run `machine` under `settings`; the shrunk invariant violation, or None.
 
-    Anything else that goes wrong (a crash in the hub, a loop) propagates.
+    Hypothesis stops at the first distinct failure it shrinks (not a group of
+    them). Anything else that goes wrong (a crash in the hub, a loop) propagates.
     """
     try:
-        run_state_machine_as_test(machine, settings=settings)
+        run_state_machine_as_test(machine, settings=Settings(settings, report_multiple_bugs=False))
     except InvariantViolated as violation:
         notes = getattr(violation, "__notes__", [])
         return Finding(violation, "\n".join(_steps(notes)))
