@@ -9,10 +9,12 @@ printed (`pytest -s` shows it).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 from hypothesis import settings
 
+from tests.conftest import FUZZ_FIGURES
 from tetherbed.simulator.fuzz.stateful import (
     CAPACITY,
     DEADLINE,
@@ -22,19 +24,23 @@ from tetherbed.simulator.fuzz.stateful import (
     hunt,
 )
 
+RecordProperty = Callable[[str, object], None]
+
 
 class ReferenceHub(HubMachine):
     """The reference hub, no defect: every invariant must hold."""
 
 
-def test_the_reference_hub_keeps_every_invariant() -> None:
+def test_the_reference_hub_keeps_every_invariant(record_property: RecordProperty) -> None:
     started = time.monotonic()
     finding = hunt(ReferenceHub, settings.default)
     elapsed = time.monotonic() - started
-    print(
+    figures = (
         f"hub state machine: {settings.default.max_examples} runs of up to "
         f"{settings.default.stateful_step_count} steps in {elapsed:.1f} s"
     )
+    print(figures)
+    record_property(FUZZ_FIGURES, figures)
     assert finding is None, finding.report()
 
 
@@ -60,10 +66,20 @@ PLANTED = {
 
 
 @pytest.mark.parametrize("defect", sorted(PLANTED))
-def test_the_machine_finds_the_planted_hub_defect(defect: str) -> None:
+def test_the_machine_finds_the_planted_hub_defect(
+    defect: str, record_property: RecordProperty
+) -> None:
     machine = type(f"Planted_{defect}", (SmallTopology,), {"HUB_DEFECTS": frozenset({defect})})
     search = settings(settings.default, max_examples=300, derandomize=True, database=None)
     finding = hunt(machine, search)
     assert finding is not None, f"{defect}: no invariant broke in 300 runs"
     print(f"\n{defect} -> {finding.invariant}, shrunk to:\n{finding.report()}")
     assert finding.invariant in PLANTED[defect]
+    steps = sum(
+        1
+        for line in finding.steps.splitlines()
+        if line.startswith("state.") and line != "state.teardown()"
+    )
+    record_property(
+        FUZZ_FIGURES, f"planted hub {defect}: found as {finding.invariant}, shrunk to {steps} steps"
+    )

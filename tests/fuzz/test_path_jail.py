@@ -14,11 +14,13 @@ printed (`pytest -s`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 from hypothesis import settings
 from hypothesis.errors import FlakyFailure
 
+from tests.conftest import FUZZ_FIGURES
 from tetherbed.simulator.fuzz.paths.properties import (
     SWAP_REPEATS,
     JailBreach,
@@ -28,33 +30,43 @@ from tetherbed.simulator.fuzz.paths.properties import (
 )
 from tetherbed.simulator.fuzz.profiles import scaled
 
+RecordProperty = Callable[[str, object], None]
 
-def test_no_operation_leaves_the_root() -> None:
+
+def test_no_operation_leaves_the_root(record_property: RecordProperty) -> None:
     examples = scaled(150)
     started = time.monotonic()
     with judged() as judge:
         escape_property(judge, settings(settings.default, max_examples=examples))()
-    print(f"path jail: {examples} sequences in {time.monotonic() - started:.1f} s")
+    figures = f"path jail: {examples} sequences in {time.monotonic() - started:.1f} s"
+    print(figures)
+    record_property(FUZZ_FIGURES, figures)
 
 
-def test_no_operation_follows_a_swapped_link() -> None:
+def test_no_operation_follows_a_swapped_link(record_property: RecordProperty) -> None:
     examples = scaled(20)
     started = time.monotonic()
     with judged() as judge:
         swap_property(judge, settings(settings.default, max_examples=examples))()
-    print(
+    figures = (
         f"symlink swaps: {examples} operations x {SWAP_REPEATS} runs in "
         f"{time.monotonic() - started:.1f} s"
     )
+    print(figures)
+    record_property(FUZZ_FIGURES, figures)
 
 
-def test_the_path_properties_find_a_jail_off_by_one_component() -> None:
+def test_the_path_properties_find_a_jail_off_by_one_component(
+    record_property: RecordProperty,
+) -> None:
     search = settings(settings.default, max_examples=300, derandomize=True, database=None)
     with judged(frozenset({"jail_off_by_one"})) as judge, pytest.raises(JailBreach) as caught:
         escape_property(judge, search)()
     notes = "\n".join(getattr(caught.value, "__notes__", []))
     print(f"\njail_off_by_one -> {caught.value}\n{notes}")
     assert "outside the root" in str(caught.value) or "sentinel" in str(caught.value)
+    shrunk = str(caught.value).split(": ", 1)[0]
+    record_property(FUZZ_FIGURES, f"planted agent jail_off_by_one: found, shrunk to {shrunk}")
 
 
 def test_the_swap_property_finds_a_jail_that_follows_links() -> None:
