@@ -54,7 +54,7 @@ HUB_DEFECTS = frozenset(
         "ignore_capacity",
         "agent_auth_skipped",
         "no_request_deadline",
-        "takeover_keeps_old",
+        "takeover_unlabelled",
     }
 )
 
@@ -106,10 +106,11 @@ class HubConfig:
     #: inside the sender's read loop, as the hub once did); for the
     #: conformance suite (docs/conformance.md) "grant_unadvertised",
     #: "no_ping", "ignore_capacity" and "agent_auth_skipped"; for the
-    #: stateful fuzzer (docs/fuzzing.md) "no_request_deadline" (an issued
-    #: request waits for its answer forever: the slot leak) and
-    #: "takeover_keeps_old" (a same-machine takeover leaves the old connection
-    #: serving: two owners). Never set in normal use.
+    #: stateful fuzzer (docs/fuzzing.md) and exploration "no_request_deadline"
+    #: (the slot leak: an issued request waits for its answer forever) and
+    #: "takeover_unlabelled" (a takeover leaves the old owner serving, while
+    #: the journal reports an ordinary takeover: two owners). Never set in
+    #: normal use.
     defects: frozenset[str] = frozenset()
     #: The dsh-computers routes' settings (hub/dsh).
     dsh: DshConfig = field(default_factory=DshConfig)

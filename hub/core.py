@@ -133,8 +133,8 @@ class HubCore:
         self._shared_ids = "shared_ids" in defects
         self._no_ping = "no_ping" in defects
         self._ignore_capacity = "ignore_capacity" in defects
-        self._no_request_deadline = "no_request_deadline" in defects
-        self._takeover_keeps_old = "takeover_keeps_old" in defects
+        self._no_deadline = "no_request_deadline" in defects
+        self._takeover_unlabelled = "takeover_unlabelled" in defects
         self._request_timeout = config.request_timeout
         # Bound once: the relay path reads the clock per request.
         self._monotonic = clock.monotonic
@@ -616,8 +616,8 @@ class HubCore:
             )
             return None
         if old is not None:
-            if decision.verdict is Verdict.TAKEOVER and self._takeover_keeps_old:
-                pass  # the takeover_keeps_old defect: the old owner is never told or closed
+            if decision.verdict is Verdict.TAKEOVER and self._keeps_old(old):
+                pass  # a planted defect: the old owner is neither told nor closed (yet)
             elif decision.verdict is Verdict.TAKEOVER:
                 if decision.revoke_old:
                     revoked = SessionRevoked(
@@ -659,6 +659,11 @@ class HubCore:
         if self.clock.monotonic() >= target.hold_until:
             return None
         return target.reserved_for
+
+    def _keeps_old(self, old: AgentLink) -> bool:
+        """The `takeover_unlabelled` defect: the old owner's connection is kept
+        for good, while the journal says an ordinary takeover happened."""
+        return self._takeover_unlabelled
 
     # === internals: targets ================================================
 
@@ -774,7 +779,7 @@ class HubCore:
             else answer_budget(self.config, kind, route.envelope.payload)
         )
         deadline = route.deadline = self._monotonic() + budget
-        if self._no_request_deadline:  # a planted defect: the slot leak
+        if self._no_deadline:  # a planted defect: the slot leak of an unanswered request
             route.deadline = NEVER
             return Send(owner.peer, data)
         if deadline < owner.expiry_at:

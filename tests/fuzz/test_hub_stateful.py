@@ -58,7 +58,7 @@ PLANTED = {
     # The slot leak: an issued request waits for its answer forever.
     "no_request_deadline": {DEADLINE, EXACTLY_ONE_ANSWER},
     # A same-machine takeover leaves the old connection serving.
-    "takeover_keeps_old": {ONE_OWNER},
+    "takeover_unlabelled": {ONE_OWNER},
     # An older switch (the conformance suite's): queued requests are pumped
     # past the agent's free slots.
     "ignore_capacity": {CAPACITY},
