@@ -15,6 +15,7 @@ from tetherbed.simulator.fuzz.stateful import (
     EXACTLY_ONE_ANSWER,
     ONE_OWNER,
     REVOKED,
+    TYPED,
     InvariantViolated,
     WireLedger,
 )
@@ -96,3 +97,10 @@ def test_a_non_idempotent_request_admitted_twice_breaks_at_most_once() -> None:
         ledger.agent_admitted("a2", "FILE_MOVE", payload)
     ledger.agent_refused_unrun(payload)  # refused as busy: it ran nothing
     ledger.agent_admitted("a2", "FILE_MOVE", payload)
+
+
+def test_a_refusal_without_a_spec_code_breaks_typed_refusals() -> None:
+    ledger = WireLedger()
+    tag = sent(ledger)
+    with broken(TYPED):
+        ledger.hub_sent_to_client("c1", frame("ERROR", f"r-{tag}", code="OOPS"), 1.0)

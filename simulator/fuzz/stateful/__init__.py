@@ -9,6 +9,7 @@ from tetherbed.simulator.fuzz.stateful.wire_ledger import (
     EXACTLY_ONE_ANSWER,
     ONE_OWNER,
     REVOKED,
+    TYPED,
     InvariantViolated,
     WireLedger,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "EXACTLY_ONE_ANSWER",
     "ONE_OWNER",
     "REVOKED",
+    "TYPED",
     "Finding",
     "HubMachine",
     "InvariantViolated",

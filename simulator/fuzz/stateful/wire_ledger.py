@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from tetherbed.wire import catalog
+from tetherbed.wire.codes import ErrorCode, ExtensionCode
 
 #: The names of the invariants, as `InvariantViolated.invariant` carries them.
 EXACTLY_ONE_ANSWER = "exactly_one_answer"
@@ -26,9 +27,11 @@ CAPACITY = "capacity_not_leaked"
 DEADLINE = "no_request_outlives_its_deadline"
 REVOKED = "revoked_admits_no_one"
 AT_MOST_ONCE = "non_idempotent_runs_at_most_once"
+TYPED = "every_refusal_typed"
 
 _TAG = re.compile(rb"K\d+Z")
 _STREAMING = frozenset(str(kind) for kind in catalog.STREAMING_RESPONSES)
+_SPEC_CODES = frozenset(map(str, ErrorCode)) | frozenset(map(str, ExtensionCode))
 
 
 class InvariantViolated(AssertionError):
@@ -43,6 +46,12 @@ def tag_of(data: bytes) -> str | None:
     """The request tag a frame carries in its payload, if any."""
     found = _TAG.search(data)
     return found.group().decode() if found else None
+
+
+def _error_code(data: bytes) -> object:
+    frame = msgspec.json.decode(data)
+    payload = frame.get("payload") if isinstance(frame, dict) else None
+    return payload.get("code") if isinstance(payload, dict) else None
 
 
 def frame_head(data: bytes) -> tuple[str, str | None]:
@@ -167,6 +176,12 @@ class WireLedger:
             )
         request = self.requests[tag]
         request.frames.append(data)
+        if kind == "ERROR":
+            code = _error_code(data)
+            if code not in _SPEC_CODES:
+                raise InvariantViolated(
+                    TYPED, f"{tag} ({request.kind}) was refused with code {code!r}, not a spec code"
+                )
         if client in self.closed_clients:
             raise InvariantViolated(
                 EXACTLY_ONE_ANSWER, f"{client} got {kind} for {tag} after it closed"
