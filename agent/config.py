@@ -25,6 +25,7 @@ AGENT_DEFECTS = frozenset(
         "ignore_grants",
         "control_refs_survive_reconnect",
         "jail_off_by_one",
+        "cwd_by_path",
     }
 )
 

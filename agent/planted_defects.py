@@ -11,6 +11,10 @@ without a defect is exactly the code that runs in production:
 - `jail_off_by_one`: the jail's containment check stops one component short,
   comparing against the root's parent, so the root's siblings count as inside
   (`../neighbour/secret` is read, written, listed, used as a cwd).
+- `cwd_by_path`: a command's working directory is the checked *path*, not
+  the checked directory held open, so a directory swapped for a symlink
+  between the check and the child's chdir sends the command outside (the
+  race the shell once had).
 - `leak_environment`: a command inherits the agent's whole environment.
 - `timeout_kills_shell_only`: at the timeout only the shell gets SIGTERM, its
   children live on, and the result reports the signal (-15), as the public
@@ -24,7 +28,8 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from tetherbed.agent.config import Limits
@@ -47,6 +52,7 @@ DATA_DEFECTS = frozenset(
         "crlf_read",
         "jail_skips_symlinks",
         "jail_off_by_one",
+        "cwd_by_path",
         "leak_environment",
         "timeout_kills_shell_only",
         "raw_window_ids",
@@ -89,6 +95,14 @@ class OffByOneJail(PathJail):
         if parent == "/":
             return canonical_path.startswith("/")
         return canonical_path == parent or canonical_path.startswith(parent + "/")
+
+
+class CwdByPathJail(PathJail):
+    """`cwd_by_path`: the working directory is checked, then named by its path."""
+
+    @contextmanager
+    def working_directory(self, wire_path: str | None) -> Iterator[str]:
+        yield self.resolve_directory(wire_path)
 
 
 async def leaky_shell(
@@ -168,6 +182,8 @@ class DefectiveOperations:
             inner.jail = SymlinkBlindJail(inner.jail.root, temporaries=inner.temporaries)
         if "jail_off_by_one" in defects:
             inner.jail = OffByOneJail(inner.jail.root, temporaries=inner.temporaries)
+        if "cwd_by_path" in defects:
+            inner.jail = CwdByPathJail(inner.jail.root, temporaries=inner.temporaries)
         if "leak_environment" in defects:
             inner._shell = leaky_shell
         if "timeout_kills_shell_only" in defects:

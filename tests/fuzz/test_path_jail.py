@@ -21,6 +21,7 @@ from hypothesis import settings
 from hypothesis.errors import FlakyFailure
 
 from tests.conftest import FUZZ_FIGURES
+from tetherbed.simulator.fuzz.paths.jail_judge import swap_working_directories
 from tetherbed.simulator.fuzz.paths.properties import (
     SWAP_REPEATS,
     JailBreach,
@@ -84,6 +85,22 @@ def test_the_swap_property_finds_a_jail_that_follows_links() -> None:
             breaches = []
     print(f"\njail_skips_symlinks -> {breaches[:1]}")
     assert breaches, "the swap property let a link-following jail pass"
+
+
+def test_the_swap_property_finds_a_working_directory_named_by_path() -> None:
+    """`cwd_by_path`: the shell's old race — the cwd checked, then named by its
+    path, so a swap before the child's chdir runs the command outside."""
+    search = settings(settings.default, max_examples=60, derandomize=True, database=None)
+    with judged(frozenset({"cwd_by_path"})) as judge:
+        try:
+            swap_property(judge, search, swap_working_directories())()
+        except (JailBreach, FlakyFailure) as failure:
+            breaches = _breaches(failure)
+        else:
+            breaches = []
+    print(f"\ncwd_by_path -> {breaches[:1]}")
+    assert breaches, "the swap property let a racy working directory pass"
+    assert "outside the root" in str(breaches[0])
 
 
 def _breaches(failure: BaseException) -> list[JailBreach]:

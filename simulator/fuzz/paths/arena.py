@@ -38,7 +38,7 @@ LINK_OUT = "link_out"  # -> ../outside
 LINK_IN = "link_in"  # -> dir
 LINK_ABSOLUTE = "link_abs"  # -> /…/outside/secret.txt
 SWAP = "swap"  # a directory a thread keeps swapping for a symlink to outside
-PARKED = ".swap-parked"
+PARKED = ".swap-parked"  # the hidden symlink to outside it trades places with
 
 
 def _sentinel_content() -> bytes:
@@ -103,6 +103,7 @@ class Arena:
         (self.root / LINK_OUT).symlink_to(os.path.join("..", "outside"))
         (self.root / LINK_IN).symlink_to(ROOT_DIR)
         (self.root / LINK_ABSOLUTE).symlink_to(self.outside / "secret.txt")
+        (self.root / PARKED).symlink_to(self.outside)  # what `swap` trades places with
 
     # --- judging -------------------------------------------------------------------
 

@@ -132,6 +132,11 @@ def swap_operations() -> st.SearchStrategy[Operation]:
     return operations(swap_paths())
 
 
+def swap_working_directories() -> st.SearchStrategy[Operation]:
+    """Only commands, run in a directory being swapped."""
+    return swap_paths().map(lambda p: Operation("cwd", T.EXECUTE_COMMAND, _pwd(p)))
+
+
 def _pwd(cwd: str | None) -> ExecuteCommand:
     return ExecuteCommand(argv=["pwd", "-P"], cwd=cwd, timeout_seconds=20)
 

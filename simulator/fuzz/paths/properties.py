@@ -64,9 +64,15 @@ def escape_property(judge: JailJudge, settings: Settings) -> Callable[[], None]:
     return no_operation_leaves_the_root
 
 
-def swap_property(judge: JailJudge, settings: Settings) -> Callable[[], None]:
+def swap_property(
+    judge: JailJudge,
+    settings: Settings,
+    strategy: st.SearchStrategy[Operation] | None = None,
+) -> Callable[[], None]:
+    """`strategy` defaults to every operation on paths through `swap`."""
+
     @settings
-    @given(operation=swap_operations())
+    @given(operation=strategy if strategy is not None else swap_operations())
     def no_operation_follows_a_swapped_link(operation: Operation) -> None:
         judge.fresh()
         with SymlinkSwapper(judge.arena):
