@@ -23,15 +23,36 @@ if not shutil.rmtree.avoids_symlink_attacks:
     raise ImportError("recursive delete needs a symlink-attack-safe shutil.rmtree")
 
 
+class EntrySwapped(OSError):
+    """The directory about to be removed was swapped for a symlink after it was
+    checked: rmtree refused it (untouched, safely), but says so without an errno."""
+
+
 def remove_entry(dir_fd: int, name: str, *, recursive: bool) -> None:
-    """Remove `name` in `dir_fd`: a symlink itself (never its target), a file, a directory."""
+    """Remove `name` in `dir_fd`: a symlink itself (never its target), a file, a directory.
+
+    Raises EntrySwapped when a directory became a symlink between the check and
+    the recursive removal (found by the path-jail swap property).
+    """
     status = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     if not stat.S_ISDIR(status.st_mode):
         os.unlink(name, dir_fd=dir_fd)
     elif recursive:
-        shutil.rmtree(name, dir_fd=dir_fd)
+        try:
+            shutil.rmtree(name, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno is None and _is_symlink(dir_fd, name):
+                raise EntrySwapped(f"{name} became a symlink while being removed") from exc
+            raise
     else:
         os.rmdir(name, dir_fd=dir_fd)
+
+
+def _is_symlink(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def missing_error(wire_path: str) -> ProtocolError:
@@ -68,6 +89,8 @@ def delete_path(
         except FileNotFoundError:
             if not request.missing_ok:  # deleted concurrently
                 raise missing_error(request.path) from None
+        except EntrySwapped as exc:
+            raise jail.changed_error(request.path) from exc
         except OSError as exc:
             if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
                 raise ProtocolError(
