@@ -6,7 +6,8 @@ import errno
 import os
 import shutil
 import stat
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, Any
 
 from tetherbed.agent.config import Limits
 from tetherbed.agent.path_jail import PathJail, protocol_error_from_os_error
@@ -24,35 +25,36 @@ if not shutil.rmtree.avoids_symlink_attacks:
 
 
 class EntrySwapped(OSError):
-    """The directory about to be removed was swapped for a symlink after it was
+    """A directory about to be removed was swapped for a symlink after it was
     checked: rmtree refused it (untouched, safely), but says so without an errno."""
 
 
 def remove_entry(dir_fd: int, name: str, *, recursive: bool) -> None:
     """Remove `name` in `dir_fd`: a symlink itself (never its target), a file, a directory.
 
-    Raises EntrySwapped when a directory became a symlink between the check and
-    the recursive removal (found by the path-jail swap property).
+    Raises EntrySwapped when the directory, or one below it, became a symlink
+    between the check and its removal (found by the path-jail swap property).
     """
     status = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     if not stat.S_ISDIR(status.st_mode):
         os.unlink(name, dir_fd=dir_fd)
     elif recursive:
-        try:
-            shutil.rmtree(name, dir_fd=dir_fd)
-        except OSError as exc:
-            if exc.errno is None and _is_symlink(dir_fd, name):
-                raise EntrySwapped(f"{name} became a symlink while being removed") from exc
-            raise
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(name, dir_fd=dir_fd, onexc=_refuse_swapped)
+        else:
+            shutil.rmtree(name, dir_fd=dir_fd, onerror=_refuse_swapped)
     else:
         os.rmdir(name, dir_fd=dir_fd)
 
 
-def _is_symlink(dir_fd: int, name: str) -> bool:
-    try:
-        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-    except OSError:
-        return False
+def _refuse_swapped(function: Any, path: str, error: Any) -> None:
+    """rmtree's error hook: its "is a symbolic link" refusal (reported through
+    `os.path.islink`, the only check it makes that way) becomes EntrySwapped;
+    anything else is raised as it was."""
+    exc = error[1] if isinstance(error, tuple) else error
+    if function is os.path.islink:
+        raise EntrySwapped(f"{path} became a symlink while being removed") from exc
+    raise exc
 
 
 def missing_error(wire_path: str) -> ProtocolError:
