@@ -28,6 +28,8 @@ AGENT_DEFECTS = frozenset(
         "llm_busy_unenforced",
         "accept_reserved_names",
         "serial_without_negotiation",
+        "jail_off_by_one",
+        "cwd_by_path",
     }
 )
 

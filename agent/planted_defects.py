@@ -8,6 +8,13 @@ without a defect is exactly the code that runs in production:
 - `crlf_read`: a text read translates CRLF to LF, hiding the bytes on disk.
 - `jail_skips_symlinks`: the path jail judges the path as written and never
   looks at links, so a link inside the root leads anywhere.
+- `jail_off_by_one`: the jail's containment check stops one component short,
+  comparing against the root's parent, so the root's siblings count as inside
+  (`../neighbour/secret` is read, written, listed, used as a cwd).
+- `cwd_by_path`: a command's working directory is the checked *path*, not
+  the checked directory held open, so a directory swapped for a symlink
+  between the check and the child's chdir sends the command outside (the
+  race the shell once had).
 - `leak_environment`: a command inherits the agent's whole environment.
 - `timeout_kills_shell_only`: at the timeout only the shell gets SIGTERM, its
   children live on, and the result reports the signal (-15), as the public
@@ -27,7 +34,8 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from tetherbed.agent.config import Limits
@@ -50,6 +58,8 @@ DATA_DEFECTS = frozenset(
     {
         "crlf_read",
         "jail_skips_symlinks",
+        "jail_off_by_one",
+        "cwd_by_path",
         "leak_environment",
         "timeout_kills_shell_only",
         "raw_window_ids",
@@ -80,6 +90,29 @@ class SymlinkBlindJail(PathJail):
 
     def verify_descriptor(self, fd: int, wire_path: str) -> None:
         return None
+
+
+class OffByOneJail(PathJail):
+    """`jail_off_by_one`: containment is judged against the root minus its last component.
+
+    Everything else — the walk, the descriptor checks — is the real jail's; only
+    the one comparison every check ends in is one component short, the bug a
+    hand-written `startswith(dirname(root))` makes.
+    """
+
+    def contains(self, canonical_path: str) -> bool:
+        parent = os.path.dirname(self.root)
+        if parent == "/":
+            return canonical_path.startswith("/")
+        return canonical_path == parent or canonical_path.startswith(parent + "/")
+
+
+class CwdByPathJail(PathJail):
+    """`cwd_by_path`: the working directory is checked, then named by its path."""
+
+    @contextmanager
+    def working_directory(self, wire_path: str | None) -> Iterator[str]:
+        yield self.resolve_directory(wire_path)
 
 
 async def leaky_shell(
@@ -183,6 +216,10 @@ class DefectiveOperations:
         self._defects = defects
         if "jail_skips_symlinks" in defects:
             inner.jail = SymlinkBlindJail(inner.jail.root, temporaries=inner.temporaries)
+        if "jail_off_by_one" in defects:
+            inner.jail = OffByOneJail(inner.jail.root, temporaries=inner.temporaries)
+        if "cwd_by_path" in defects:
+            inner.jail = CwdByPathJail(inner.jail.root, temporaries=inner.temporaries)
         if "leak_environment" in defects:
             inner._shell = leaky_shell
         if "timeout_kills_shell_only" in defects:

@@ -55,6 +55,8 @@ HUB_DEFECTS = frozenset(
         "agent_auth_skipped",
         "crash_on_unknown_field",
         "llm_without_models",
+        "no_request_deadline",
+        "takeover_unlabelled",
     }
 )
 
@@ -105,9 +107,13 @@ class HubConfig:
     #: "shared_ids", and for the drivers "head_of_line" (send to a peer
     #: inside the sender's read loop, as the hub once did); for the
     #: conformance suite (docs/conformance.md) "grant_unadvertised",
-    #: "no_ping", "ignore_capacity", "agent_auth_skipped" and
-    #: "llm_without_models" (LOCAL_LLM_COMPLETION relayed to an agent with no
-    #: models). Never set in normal use.
+    #: "no_ping", "ignore_capacity" and "agent_auth_skipped"; "llm_without_models"
+    #: (LOCAL_LLM_COMPLETION relayed to an agent with no models); for the
+    #: stateful fuzzer (docs/fuzzing.md) and exploration "no_request_deadline"
+    #: (the slot leak: an issued request waits for its answer forever) and
+    #: "takeover_unlabelled" (a takeover leaves the old owner serving, while
+    #: the journal reports an ordinary takeover: two owners); for live fuzzing
+    #: "crash_on_unknown_field". Never set in normal use.
     defects: frozenset[str] = frozenset()
     #: The dsh-computers routes' settings (hub/dsh).
     dsh: DshConfig = field(default_factory=DshConfig)

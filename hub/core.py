@@ -143,6 +143,8 @@ class HubCore:
         self._ignore_capacity = "ignore_capacity" in defects
         self._crash_on_unknown = "crash_on_unknown_field" in defects
         self._llm_without_models = "llm_without_models" in defects
+        self._no_deadline = "no_request_deadline" in defects
+        self._takeover_unlabelled = "takeover_unlabelled" in defects
         self._request_timeout = config.request_timeout
         # Bound once: the relay path reads the clock per request.
         self._monotonic = clock.monotonic
@@ -636,7 +638,9 @@ class HubCore:
             )
             return None
         if old is not None:
-            if decision.verdict is Verdict.TAKEOVER:
+            if decision.verdict is Verdict.TAKEOVER and self._keeps_old(old):
+                pass  # a planted defect: the old owner is neither told nor closed (yet)
+            elif decision.verdict is Verdict.TAKEOVER:
                 if decision.revoke_old:
                     revoked = SessionRevoked(
                         reason="another_shim_connected", new_shim_machine_id=link.machine_id
@@ -677,6 +681,11 @@ class HubCore:
         if self.clock.monotonic() >= target.hold_until:
             return None
         return target.reserved_for
+
+    def _keeps_old(self, old: AgentLink) -> bool:
+        """The `takeover_unlabelled` defect: the old owner's connection is kept
+        for good, while the journal says an ordinary takeover happened."""
+        return self._takeover_unlabelled
 
     # === internals: targets ================================================
 
@@ -792,6 +801,9 @@ class HubCore:
             else answer_budget(self.config, kind, route.envelope.payload)
         )
         deadline = route.deadline = self._monotonic() + budget
+        if self._no_deadline:  # a planted defect: the slot leak of an unanswered request
+            route.deadline = NEVER
+            return Send(owner.peer, data)
         if deadline < owner.expiry_at:
             owner.expiry_at = deadline
             self.timers.arm(owner)
