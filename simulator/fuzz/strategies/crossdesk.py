@@ -158,7 +158,9 @@ def near_valid_lines(
             lambda m: RequestLine(m.data + b"\n", method, _id_of(m.data), m.mutation, m.field)
         )
 
-    made = [st.sampled_from(methods).flatmap(in_params)]
+    made = []
+    if payload_mutations is None or payload_mutations:  # (): the envelope alone
+        made.append(st.sampled_from(methods).flatmap(in_params))
     if envelope_mutations:
         made.append(_broken(st.sampled_from(envelope_mutations), st.sampled_from(methods), ids))
     return st.one_of(*made)
