@@ -3,13 +3,15 @@
 Create a key in the connect dialog, enroll an agent with the key the page
 shows, see it come online (the dialog closes by itself), rename it, delete it
 and see its stream kicked (the agent's token is dead: it stops). Screenshots
-of the page are kept as test artifacts; their paths are printed.
+of the page are kept as test artifacts in `test-artifacts/browser/` (or under
+$TETHERBED_ARTIFACTS), where a CI job can collect them; their paths are printed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -23,9 +25,16 @@ from .chromium import Chromium
 pytestmark = pytest.mark.e2e
 
 
+#: Where the screenshots stay after the run (pytest's tmp_path is removed).
+ARTIFACTS = Path(
+    os.environ.get("TETHERBED_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts")
+)
+
+
 def _artifact_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "artifacts"
-    folder.mkdir(exist_ok=True)
+    """A folder of this run's own, so parallel workers never share a file."""
+    folder = ARTIFACTS / "browser" / tmp_path.name
+    folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 
