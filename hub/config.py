@@ -53,6 +53,13 @@ HUB_DEFECTS = frozenset(
         "no_ping",
         "ignore_capacity",
         "agent_auth_skipped",
+        # Planted for `tetherbed explore` (docs/explore.md): bugs that only
+        # some generated histories or interleavings show.
+        "evict_after_drain",
+        "no_request_deadline",
+        "revocation_unenforced",
+        "takeover_unlabelled",
+        "reissue_unlabelled",
     }
 )
 
@@ -103,8 +110,11 @@ class HubConfig:
     #: "shared_ids", and for the drivers "head_of_line" (send to a peer
     #: inside the sender's read loop, as the hub once did); for the
     #: conformance suite (docs/conformance.md) "grant_unadvertised",
-    #: "no_ping", "ignore_capacity" and "agent_auth_skipped". Never set in
-    #: normal use.
+    #: "no_ping", "ignore_capacity" and "agent_auth_skipped"; for exploration
+    #: (docs/explore.md) "evict_after_drain" (a takeover race: the old owner
+    #: keeps serving what it holds), "no_request_deadline" (the slot leak),
+    #: "revocation_unenforced", and two that do not label themselves,
+    #: "takeover_unlabelled" and "reissue_unlabelled". Never set in normal use.
     defects: frozenset[str] = frozenset()
     #: The dsh-computers routes' settings (hub/dsh).
     dsh: DshConfig = field(default_factory=DshConfig)

@@ -133,6 +133,11 @@ class HubCore:
         self._shared_ids = "shared_ids" in defects
         self._no_ping = "no_ping" in defects
         self._ignore_capacity = "ignore_capacity" in defects
+        self._no_deadline = "no_request_deadline" in defects
+        self._enforce_revocation = "revocation_unenforced" not in defects
+        self._evict_after_drain = "evict_after_drain" in defects
+        self._takeover_unlabelled = "takeover_unlabelled" in defects
+        self._reissue_unlabelled = "reissue_unlabelled" in defects
         self._request_timeout = config.request_timeout
         # Bound once: the relay path reads the clock per request.
         self._monotonic = clock.monotonic
@@ -575,7 +580,7 @@ class HubCore:
             target.owner = link
             return target
         target = self._session(link.session_id, link.user)
-        if target.revoked:
+        if target.revoked and self._enforce_revocation:
             # Admission refuses revoked sessions; this covers a revocation
             # between the upgrade and the HELLO.
             advance(link, AgentEvent.REFUSED)
@@ -614,7 +619,9 @@ class HubCore:
             )
             return None
         if old is not None:
-            if decision.verdict is Verdict.TAKEOVER:
+            if decision.verdict is Verdict.TAKEOVER and self._keeps_old(old):
+                pass  # a planted defect: the old owner is neither told nor closed (yet)
+            elif decision.verdict is Verdict.TAKEOVER:
                 if decision.revoke_old:
                     revoked = SessionRevoked(
                         reason="another_shim_connected", new_shim_machine_id=link.machine_id
@@ -655,6 +662,33 @@ class HubCore:
         if self.clock.monotonic() >= target.hold_until:
             return None
         return target.reserved_for
+
+    def _keeps_old(self, old: AgentLink) -> bool:
+        """The takeover defects: `takeover_unlabelled` keeps the old owner's
+        connection for good, `evict_after_drain` until what it holds is
+        answered (a race: only a takeover with requests in flight shows it).
+        Either way the journal says an ordinary takeover happened."""
+        if self._takeover_unlabelled:
+            return True
+        if self._evict_after_drain and old.routes:
+            old.evict_when_idle = True
+            return True
+        return False
+
+    def _evict_if_drained(self, link: AgentLink, actions: list[HubAction]) -> None:
+        """The `evict_after_drain` defect: the old owner's last answer is in,
+        so now it hears of the takeover."""
+        if not link.evict_when_idle or link.routes or link.state is not _READY:
+            return
+        link.evict_when_idle = False
+        revoked = SessionRevoked(
+            reason="another_shim_connected", new_shim_machine_id=link.machine_id
+        )
+        actions.append(Send(link.peer, self._frame(MessageType.SESSION_REVOKED, revoked)))
+        reason = json.dumps({"error": "SESSION_TAKEN_OVER"}, separators=(",", ":"))
+        actions.append(Close(link.peer, CloseCode.SESSION_TAKEN_OVER, reason))
+        advance(link, AgentEvent.EVICTED)
+        link.hub_closed = True
 
     # === internals: targets ================================================
 
@@ -770,6 +804,9 @@ class HubCore:
             else answer_budget(self.config, kind, route.envelope.payload)
         )
         deadline = route.deadline = self._monotonic() + budget
+        if self._no_deadline:  # a planted defect: the slot leak of an unanswered request
+            route.deadline = NEVER
+            return Send(owner.peer, data)
         if deadline < owner.expiry_at:
             owner.expiry_at = deadline
             self.timers.arm(owner)
@@ -785,7 +822,7 @@ class HubCore:
             if route.kind == SESSION_INFO_REQUEST and client is not None:
                 actions.append(self._session_info(client, route.client_id, owner))
                 continue
-            if route.attempts or route.refusals:
+            if (route.attempts and not self._reissue_unlabelled) or route.refusals:
                 actions.append(
                     Record(
                         "retry",
@@ -848,6 +885,9 @@ class HubCore:
         if terminal:
             if link.session_id is None:
                 self._learn_grant(link, kind, envelope, actions)
+            if link.evict_when_idle:
+                self._evict_if_drained(link, actions)
+                return actions
             target = link.target
             if target is not None and target.queue and link.state is _READY:
                 self._pump(target, actions)
@@ -1054,6 +1094,9 @@ class HubCore:
             elif route.deadline < earliest:
                 earliest = route.deadline
         link.expiry_at = earliest
+        if link.evict_when_idle:
+            self._evict_if_drained(link, actions)
+            return
         target = link.target
         if target is not None and target.queue and link.state is _READY:
             self._pump(target, actions)
@@ -1126,8 +1169,9 @@ class HubCore:
             if client is None or client.closed:
                 continue
             route.may_have_run = True
-            if not route.streamed and can_retry(route, everything=self._retry_everything):
-                retry.append(prepare_retry(route))
+            everything = self._retry_everything or self._reissue_unlabelled
+            if not route.streamed and can_retry(route, everything=everything):
+                retry.append(prepare_retry(route, counter=self._reissue_unlabelled))
             else:
                 self._answer_lost(route, actions)
         link.routes.clear()

@@ -152,6 +152,10 @@ def run_scenario(
     With `stop`, a SIGTERM or SIGINT ends the run early: the backend's teardown
     stops every part it started and the outcome says it was interrupted.
     """
+    if scenario.generated:  # `generate:`/`nemesis:`: the seed draws the steps
+        from tetherbed.simulator.explore.generator import generated_scenario
+
+        scenario = generated_scenario(scenario, seed, backend_name)
     factory = backend_factory(backend_name)
     if target is None or target.is_reference:
         backend = factory(scenario, workdir, seed)

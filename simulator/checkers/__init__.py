@@ -21,6 +21,7 @@ from tetherbed.simulator.checkers import (
     file_contents,
     llm_streams,
     reconnect_after_fatal,
+    revocation,
     serial_io,
     single_owner,
 )
@@ -50,6 +51,7 @@ MODULES: dict[str, ModuleType] = {
         file_contents,
         llm_streams,
         serial_io,
+        revocation,
         # dsh-computers (checkers/dsh/)
         presence,
         streams,
