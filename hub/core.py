@@ -1132,10 +1132,14 @@ class HubCore:
 
     def _expire_queue(self, target: Target, now: float, actions: list[HubAction]) -> None:
         """Requests that waited `request_timeout` for a slot are answered: not sent."""
-        limit = now - self._request_timeout
+        timeout = self._request_timeout
         kept = type(target.queue)()
         for route in target.queue:
-            if route.queued_at > limit:
+            # Compared as the deadline is computed (queued_at + timeout): `now -
+            # timeout` can round below queued_at when the deadline is exactly
+            # now, keeping the route with a deadline that fires again at once
+            # (the timer spun forever; found by tetherbed explore).
+            if route.queued_at + timeout > now:
                 kept.append(route)
                 continue
             client = route.client
