@@ -81,33 +81,43 @@ def seed_firing_all(scenario: Scenario, kinds: Iterable[str], tries: int = 500) 
     raise LookupError(f"no seed in 1..{tries} fires all of {sorted(wanted)}")
 
 
-def shown(history: History, kinds: Iterable[str]) -> dict[str, bool]:
-    """Kind → whether the history shows it happen (not only the step that asked)."""
+def shown(history: History, kinds: Iterable[str], *, wire_effects: bool = False) -> dict[str, bool]:
+    """Kind → whether the history shows it happen: the fault's own record
+    (`fault_start`), or the lifecycle event of the part it hit (`paused`,
+    `killed`, the hub `killed` and `started`, the newcomer `started`, the
+    revoke step carried out). With `wire_effects`, takeovers and revocations
+    must also show on the wire (SESSION_REVOKED with its reason, a 4427) —
+    certain on sim, where the plan's timing holds; on real processes another
+    fault may have cut the connection first."""
     faults = {
         (r.value or {}).get("kind")
         for r in history
         if r.process == "fault" and r.f == "fault_start" and isinstance(r.value, dict)
     }
     events = {(r.process, r.f) for r in history if r.type == "event"}
+    steps = [r.value for r in history if r.process == "runner" and r.f == "step"]
+    started = [
+        (r.value or {}).get("detail")
+        for r in history
+        if r.process == "runner" and r.f == "step" and (r.value or {}).get("name") == "start"
+    ]
     frames = [
         r.value
         for r in history
         if r.process.startswith("wire:") and r.f == "frame" and isinstance(r.value, dict)
     ]
-    revoked = any(
-        f.get("type") == "SESSION_REVOKED"
-        and (f.get("payload") or {}).get("reason") == "user_revoked"
-        for f in frames
-    )
-    took_over = any(
-        f.get("type") == "SESSION_REVOKED"
-        and (f.get("payload") or {}).get("reason") == "another_shim_connected"
-        for f in frames
-    )
+
+    def revoked_for(reason: str) -> bool:
+        return any(
+            f.get("type") == "SESSION_REVOKED" and (f.get("payload") or {}).get("reason") == reason
+            for f in frames
+        )
+
     refused = any(
         r.process.startswith("wire:") and r.f == "close" and (r.value or {}).get("code") == 4427
         for r in history
     )
+    newcomers = sum(1 for name in started if name != "hub")
     result = {}
     for kind in kinds:
         if kind in _LIFECYCLE_EVENT:
@@ -115,11 +125,14 @@ def shown(history: History, kinds: Iterable[str]) -> dict[str, bool]:
         elif kind == "hub_restart":
             result[kind] = ("hub", "killed") in events and ("hub", "started") in events
         elif kind == "revoke":
-            result[kind] = revoked
+            ran = any(isinstance(v, dict) and v.get("name") == "revoke" for v in steps)
+            result[kind] = ran and (not wire_effects or revoked_for("user_revoked"))
         elif kind == "takeover_same_machine":
-            result[kind] = took_over
+            result[kind] = newcomers > 1 and (
+                not wire_effects or revoked_for("another_shim_connected")
+            )
         elif kind == "takeover_other_machine":
-            result[kind] = refused
+            result[kind] = newcomers > 1 and (not wire_effects or refused)
         else:
             result[kind] = kind in faults
     return result

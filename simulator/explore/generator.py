@@ -35,10 +35,16 @@ def plan_for(scenario: Scenario, seed: int) -> Plan:
     first = generate.get("start") or _first_agents(scenario)
     low, high = generate["stagger"]
     started = {agent: round(rng.uniform(low, high), 3) for agent in first}
-    items: list[Item] = [
-        Item(at, START, ((0.0, {"start": agent}),), frozenset({agent}))
-        for agent, at in started.items()
-    ]
+    # The first agent to start is waited for (as connected, from the wire):
+    # on real processes the hub knows the session only once an agent claimed
+    # it, and a run that never got going tells nothing.
+    leader = min(started, key=lambda agent: (started[agent], first.index(agent)), default=None)
+    items: list[Item] = []
+    for agent, at in started.items():
+        steps: tuple[tuple[float, dict[str, Any]], ...] = ((0.0, {"start": agent}),)
+        if agent == leader:
+            steps += ((0.0, {"expect": {"agent": agent, "state": "connected"}}),)
+        items.append(Item(at, START, steps, frozenset({agent})))
     # Operations begin once the first agent may be up; faults too.
     begin = max(started.values(), default=0.0)
     counter = 0

@@ -23,7 +23,9 @@ def test_every_kind_shows_in_the_recording(tmp_path: Path) -> None:
     seed = seed_firing_all(scenario, kinds)
     outcome = run_scenario(scenario, "sim", seed, tmp_path)
     assert outcome.error is None, outcome.error
-    missing = [kind for kind, ok in shown(outcome.history, kinds).items() if not ok]
+    missing = [
+        kind for kind, ok in shown(outcome.history, kinds, wire_effects=True).items() if not ok
+    ]
     assert missing == []
 
 
