@@ -51,7 +51,6 @@ MODULES: dict[str, ModuleType] = {
         file_contents,
         llm_streams,
         serial_io,
-        revocation,
         # dsh-computers (checkers/dsh/)
         presence,
         streams,
@@ -59,6 +58,8 @@ MODULES: dict[str, ModuleType] = {
         chunks,
         keys,
         install_url,
+        # the hub's side of revocation (hub/admission.py)
+        revocation,
     )
 }
 CHECKERS: dict[str, Checker] = {name: module.check for name, module in MODULES.items()}
