@@ -238,10 +238,17 @@ def _shrink(
     if args.export is None:
         print("  (give --export FILE to write it as a scenario)")
         return
-    found = (
-        f"Found by `tetherbed explore {args.scenario} --seeds {first.seed}..{first.seed} "
-        f"--backend {args.backend}` ({', '.join(sorted(first.failed_names))})"
-    )
+    command = [
+        "tetherbed",
+        "explore",
+        str(args.scenario),
+        "--seeds",
+        f"{first.seed}..{first.seed}",
+        "--backend",
+        args.backend,
+        *target_options,
+    ]
+    found = f"Found by `{shlex.join(command)}` ({', '.join(sorted(first.failed_names))})"
     document = exported_document(shrunk.plan, found=found, original=before)
     write_scenario(args.export, document)
     # The exported file carries the planted defects in its topology.
