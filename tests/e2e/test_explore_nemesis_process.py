@@ -34,3 +34,44 @@ def test_loss_is_refused_on_process() -> None:
     assert document is not None
     with pytest.raises(ScenarioError, match="loss: not supported on the process backend"):
         parse(document, None, "process")
+
+
+THIRD_PARTY = """
+name: a third-party agent under takeovers and partitions
+checkers: [single_owner, exactly_one_answer, no_double_execution, no_crossed_answers]
+topology:
+  hub: {options: {request_timeout: 5}}
+  agents:
+    w1: {machine: m, session: s, options: {shell: true}}
+    w2: {machine: m, session: s, options: {shell: true}}
+  clients:
+    alice: {session: s}
+generate:
+  duration: 5
+  start: [w1]
+  clients:
+    alice: {rate: 2, mix: {EXECUTE_COMMAND: 1, FILE_WRITE: 1, FILE_READ: 1}}
+  command_seconds: [0, 0.5]
+  settle: 2
+nemesis:
+  takeover_same_machine: {rate: 0.3}
+  partition: {rate: 0.2, duration: [0.3, 1]}
+"""
+
+
+def test_explore_drives_a_third_party_agent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tetherbed explore --agent-command` on real processes: the independent
+    minimal agent of tests/third_party, judged from the wire."""
+    from tests.third_party.targets import MINIMAL_AGENT
+    from tetherbed.simulator.explore.cli import main
+
+    topology = tmp_path / "third_party.yaml"
+    topology.write_text(THIRD_PARTY, encoding="utf-8")
+    status = main(
+        [str(topology), "--backend", "process", "--seeds", "1", "--agent-command", MINIMAL_AGENT]
+    )
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "1 seed(s): 1 passed, 0 did not; 1 distinct interleaving(s)" in out
