@@ -24,7 +24,7 @@ from typing import Any
 
 from tetherbed.simulator.explore.plan import Item
 from tetherbed.simulator.scenario import Topology
-from tetherbed.simulator.scenario.generation import LIFECYCLE_KINDS, NEMESIS_KINDS, takeover_pairs
+from tetherbed.simulator.scenario.generation import NEMESIS_KINDS, takeover_pairs
 
 #: Seconds a takeover keeps both agents' lifecycles to itself.
 TAKEOVER_SETTLE = 1.0
@@ -157,7 +157,7 @@ def _fault(
         return Item(at, kind, steps, frozenset({agent}))
     params = {k: v for k, v in spec.items() if k not in _OWN}
     start = (0.0, {"fault": {"agent": agent, "kind": kind, **params}})
-    if kind in LIFECYCLE_KINDS or not NEMESIS_KINDS[kind].lasting:
+    if not NEMESIS_KINDS[kind].lasting:
         return Item(at, kind, (start,), frozenset({agent}))
     return Item(at, kind, (start, (lasting, {"clear": {"agent": agent}})), frozenset({agent}))
 

@@ -200,7 +200,7 @@ NEMESIS = Record(
         name: Field(
             _kind_record(kind),
             doc=kind.doc,
-            backends=kind.backends if kind.backends is not None else None,
+            backends=kind.backends,
         )
         for name, kind in NEMESIS_KINDS.items()
     },
