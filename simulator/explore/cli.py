@@ -145,6 +145,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.backend == "docker" and not target.hub.is_reference:
+        print(
+            "tetherbed explore: the docker backend runs Tetherbed's hub in a container; "
+            "explore a third-party hub with --backend process",
+            file=sys.stderr,
+        )
+        return 2
     with StopSignals() as stop:
         explorer = Explorer(scenario, args.backend, target, args.strict, stop)
         status = _explore(explorer, args)
