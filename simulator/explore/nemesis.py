@@ -139,8 +139,8 @@ def _fault(
             return None
         agent = rng.choice(candidates)
         model.life_free[agent] = at + lasting
-        if kind == "kill" and topology.agents[agent].session not in model.revoked:
-            model.up.add(agent)
+        if kind == "kill":
+            _restarted(agent, model, topology)
         undo = "resume" if kind == "pause" else "start"
         return Item(at, kind, ((0.0, {kind: agent}), (lasting, {undo: agent})), frozenset({agent}))
     # The link: a partition, or a fault of simulator/faults.py.
@@ -160,6 +160,21 @@ def _fault(
     if not NEMESIS_KINDS[kind].lasting:
         return Item(at, kind, (start,), frozenset({agent}))
     return Item(at, kind, (start, (lasting, {"clear": {"agent": agent}})), frozenset({agent}))
+
+
+def _restarted(agent: str, model: RunModel, topology: Topology) -> None:
+    """What the model expects once a killed agent is started again: refused
+    when its session is revoked or another machine's agent serves it; else it
+    serves the session, taking it over from its own machine's other agents."""
+    spec = topology.agents[agent]
+    others = [a for a in model.up if a != agent and topology.agents[a].session == spec.session]
+    if spec.session in model.revoked or any(
+        topology.agents[a].machine != spec.machine for a in others
+    ):
+        model.up.discard(agent)
+        return
+    model.up.difference_update(others)
+    model.up.add(agent)
 
 
 def _takeover(
