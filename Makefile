@@ -13,7 +13,7 @@ DEBIAN_PACKAGES := xvfb socat xdotool x11-utils ffmpeg scrot imagemagick chromiu
 # How many pytest-xdist workers; the machines this runs on have two cores.
 WORKERS ?= auto
 
-.PHONY: demo test lint system-deps venv bench load clean images dsh-defects conform-defects explore
+.PHONY: demo test lint system-deps venv bench load fuzz clean images dsh-defects conform-defects explore
 
 demo: venv
 	$(PY) -m tetherbed demo
@@ -41,6 +41,16 @@ load: venv system-deps
 	$(LOAD) storm --users 5000 --spawn-rate 250 --drop none --out load-results/storm-5000-idle
 	$(LOAD) takeover --duration 60 --out load-results/takeover
 	$(LOAD) video --users 4 --slow 1 --phase-seconds 15 --out load-results/video
+
+# The long fuzzing profile (docs/fuzzing.md): many live examples against each of the
+# three targets (reports and failing cases in fuzz-results/), then the properties of
+# tests/fuzz under the same profile. `make test` runs a bounded profile of each.
+FUZZ := TETHERBED_FUZZ_PROFILE=long $(PY) -m tetherbed fuzz
+fuzz: venv system-deps
+	$(FUZZ) native --report fuzz-results
+	$(FUZZ) hub --report fuzz-results
+	$(FUZZ) agent --report fuzz-results
+	TETHERBED_FUZZ_PROFILE=long $(PY) -m pytest -n 2 tests/fuzz --ignore-glob='tests/fuzz/test_live_*'
 
 # The dsh hub's planted defects in the shipped dsh scenarios, on sim and on real
 # processes (`make test` runs the sim half).

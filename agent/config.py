@@ -24,6 +24,12 @@ AGENT_DEFECTS = frozenset(
         "no_status_edge",
         "ignore_grants",
         "control_refs_survive_reconnect",
+        "llm_chunk_finish_reason",
+        "llm_busy_unenforced",
+        "accept_reserved_names",
+        "serial_without_negotiation",
+        "jail_off_by_one",
+        "cwd_by_path",
     }
 )
 

@@ -13,6 +13,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from tetherbed.agent.computer_use.service import ComputerUse
 from tetherbed.agent.config import Limits
@@ -57,9 +58,12 @@ class DataOperations:
         local_llm: LocalLlm | None = None,
         recycle_bin: str | None = None,
         serial_ports: SerialPorts | None = None,
+        run_blocking: Callable[..., Awaitable[Any]] | None = None,
     ) -> None:
         """`offload=False` and a `shell` interpreter keep everything on one
         virtual-time loop (the simulator); the defaults are the real thing.
+        `run_blocking(fn, *args)`, when given, runs the blocking file
+        operations instead (the sim's `SteppedCalls`: overlapping, seeded).
 
         With `temporaries_dir` (in the agent's state directory) the temporary
         files writes and moves create in the tree are recorded there, and the
@@ -72,6 +76,7 @@ class DataOperations:
         self._clock = clock
         self._agent_env = dict(os.environ if agent_env is None else agent_env)
         self._offload = offload
+        self._run_blocking = run_blocking
         self._shell = shell
         self.computer_use = computer_use
         self.local_llm = local_llm
@@ -138,7 +143,9 @@ class DataOperations:
         response_kind, operation = entry
         if kind is MessageType.FILE_DELETE and self.recycle_bin is not None:
             operation = functools.partial(delete_path, recycle_bin=self.recycle_bin)
-        if self._offload:
+        if self._run_blocking is not None:
+            response = await self._run_blocking(operation, payload, self.jail, self.limits)
+        elif self._offload:
             response = await asyncio.to_thread(operation, payload, self.jail, self.limits)
         else:
             response = operation(payload, self.jail, self.limits)

@@ -154,6 +154,10 @@ class PathJail:
     Immutable after construction, so one jail may serve concurrent worker threads.
     """
 
+    #: Whether a name to be created is a Windows device name (PATH_RESERVED_NAME);
+    #: a planted defect swaps it for one that accepts them all.
+    reserved_name = staticmethod(is_reserved)
+
     def __init__(self, root: str, *, temporaries: TemporaryLedger | None = None) -> None:
         """`temporaries` records the temporary files operations create in the tree
         (see agent/temporaries.py); by default nothing is recorded."""
@@ -355,7 +359,7 @@ class PathJail:
                 details={"path": wire_path},
             )
         for component in (*walk.missing, os.path.basename(target)):
-            if is_reserved(component):
+            if self.reserved_name(component):
                 raise ProtocolError(
                     ErrorCode.PATH_RESERVED_NAME,
                     f"{wire_path}: {component!r} is a reserved device name on Windows "

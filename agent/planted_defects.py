@@ -8,11 +8,24 @@ without a defect is exactly the code that runs in production:
 - `crlf_read`: a text read translates CRLF to LF, hiding the bytes on disk.
 - `jail_skips_symlinks`: the path jail judges the path as written and never
   looks at links, so a link inside the root leads anywhere.
+- `jail_off_by_one`: the jail's containment check stops one component short,
+  comparing against the root's parent, so the root's siblings count as inside
+  (`../neighbour/secret` is read, written, listed, used as a cwd).
+- `cwd_by_path`: a command's working directory is the checked *path*, not
+  the checked directory held open, so a directory swapped for a symlink
+  between the check and the child's chdir sends the command outside (the
+  race the shell once had).
 - `leak_environment`: a command inherits the agent's whole environment.
 - `timeout_kills_shell_only`: at the timeout only the shell gets SIGTERM, its
   children live on, and the result reports the signal (-15), as the public
   reference shim does.
 - `raw_window_ids`: window ids are the X window numbers, not minted `win_` ids.
+- `llm_chunk_finish_reason`: every LOCAL_LLM_COMPLETION_CHUNK carries the
+  finish_reason "stop", the middle ones too.
+- `llm_busy_unenforced`: a second completion is not answered LOCAL_LLM_BUSY
+  but sent to the backend too (where Ollama queues it behind the first).
+- `accept_reserved_names`: Windows device names (CON, NUL.txt, ...) are
+  created like any other name.
 """
 
 from __future__ import annotations
@@ -21,7 +34,8 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from tetherbed.agent.config import Limits
@@ -33,6 +47,7 @@ from tetherbed.wire.messages import (
     CommandResult,
     ExecuteCommand,
     FileContents,
+    LocalLlmCompletionChunk,
     MessageType,
     Payload,
     WindowListResponse,
@@ -43,9 +58,14 @@ DATA_DEFECTS = frozenset(
     {
         "crlf_read",
         "jail_skips_symlinks",
+        "jail_off_by_one",
+        "cwd_by_path",
         "leak_environment",
         "timeout_kills_shell_only",
         "raw_window_ids",
+        "llm_chunk_finish_reason",
+        "llm_busy_unenforced",
+        "accept_reserved_names",
     }
 )
 
@@ -70,6 +90,29 @@ class SymlinkBlindJail(PathJail):
 
     def verify_descriptor(self, fd: int, wire_path: str) -> None:
         return None
+
+
+class OffByOneJail(PathJail):
+    """`jail_off_by_one`: containment is judged against the root minus its last component.
+
+    Everything else — the walk, the descriptor checks — is the real jail's; only
+    the one comparison every check ends in is one component short, the bug a
+    hand-written `startswith(dirname(root))` makes.
+    """
+
+    def contains(self, canonical_path: str) -> bool:
+        parent = os.path.dirname(self.root)
+        if parent == "/":
+            return canonical_path.startswith("/")
+        return canonical_path == parent or canonical_path.startswith(parent + "/")
+
+
+class CwdByPathJail(PathJail):
+    """`cwd_by_path`: the working directory is checked, then named by its path."""
+
+    @contextmanager
+    def working_directory(self, wire_path: str | None) -> Iterator[str]:
+        yield self.resolve_directory(wire_path)
 
 
 async def leaky_shell(
@@ -139,6 +182,32 @@ async def shell_only_timeout(
     )
 
 
+class UnguardedLocalLlm:
+    """`llm_busy_unenforced`: completions go to the backend however many are running."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def complete(self, request: Any, *, limits: Limits, emit: Any) -> Any:
+        if request.model not in self._inner.models:
+            return await self._inner.complete(request, limits=limits, emit=emit)
+        return await self._inner._complete(request, limits, emit)
+
+
+def finish_every_chunk(emit: Any) -> Any:
+    """`llm_chunk_finish_reason`: each chunk says "stop", whether or not it is the last."""
+
+    async def send(kind: MessageType, payload: Payload) -> None:
+        if isinstance(payload, LocalLlmCompletionChunk) and payload.finish_reason is None:
+            payload = LocalLlmCompletionChunk(delta=payload.delta, finish_reason="stop")
+        await emit(kind, payload)
+
+    return send
+
+
 class DefectiveOperations:
     """The data operations with the planted defects in `defects` switched on."""
 
@@ -147,10 +216,18 @@ class DefectiveOperations:
         self._defects = defects
         if "jail_skips_symlinks" in defects:
             inner.jail = SymlinkBlindJail(inner.jail.root, temporaries=inner.temporaries)
+        if "jail_off_by_one" in defects:
+            inner.jail = OffByOneJail(inner.jail.root, temporaries=inner.temporaries)
+        if "cwd_by_path" in defects:
+            inner.jail = CwdByPathJail(inner.jail.root, temporaries=inner.temporaries)
         if "leak_environment" in defects:
             inner._shell = leaky_shell
         if "timeout_kills_shell_only" in defects:
             inner._shell = shell_only_timeout
+        if "llm_busy_unenforced" in defects and inner.local_llm is not None:
+            inner.local_llm = UnguardedLocalLlm(inner.local_llm)
+        if "accept_reserved_names" in defects:
+            inner.jail.reserved_name = lambda name: False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -161,8 +238,12 @@ class DefectiveOperations:
         else:
             setattr(self._inner, name, value)
 
-    async def run(self, kind: MessageType, payload: Payload) -> tuple[MessageType, Payload]:
-        answer_kind, answer = await self._inner.run(kind, payload)
+    async def run(
+        self, kind: MessageType, payload: Payload, emit: Any = None
+    ) -> tuple[MessageType, Payload]:
+        if emit is not None and "llm_chunk_finish_reason" in self._defects:
+            emit = finish_every_chunk(emit)
+        answer_kind, answer = await self._inner.run(kind, payload, emit=emit)
         crlf = "crlf_read" in self._defects and isinstance(answer, FileContents)
         if crlf and answer.encoding == "utf-8":
             answer.content = answer.content.replace("\r\n", "\n")

@@ -46,6 +46,7 @@ from tetherbed.agent.protocol import AgentProtocol
 from tetherbed.runtime.clock import Clock, SystemClock
 from tetherbed.runtime.event_log import EventLog, EventSink
 from tetherbed.runtime.transport import Connector, MessageTransport, TransportClosed, UpgradeRefused
+from tetherbed.wire import serial_io
 from tetherbed.wire.backoff import HEALTHY_AFTER_SECONDS
 from tetherbed.wire.catalog import STREAMING_REQUESTS
 from tetherbed.wire.codes import CloseCode, ErrorCode, is_fatal_close
@@ -390,6 +391,8 @@ class AgentRuntime:
                         self.operations.limits = protocol.limits
                         if "ignore_grants" in self.config.defects:  # a planted defect
                             protocol.granted = frozenset(map(str, self.capabilities()))
+                        if "serial_without_negotiation" in self.config.defects:  # planted
+                            protocol.granted |= {serial_io.CAPABILITY}
                         self._event("connected", conn=action.ack.connection_id)
                         log.info(
                             "connected to %s (protocol %s, granted %s)",

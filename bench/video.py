@@ -47,7 +47,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.native.harness import NativeProcess  # noqa: E402
-from tests.native.screen_noise import ScreenNoise  # noqa: E402
 from tetherbed.agent.desktop.capture import Frame, ScreenCapture  # noqa: E402
 from tetherbed.agent.desktop.xvfb import XvfbDisplay  # noqa: E402
 from tetherbed.agent.native.devices import register_device  # noqa: E402
@@ -57,6 +56,7 @@ from tetherbed.agent.native.quality import DEFAULT, PRESETS  # noqa: E402
 from tetherbed.agent.native.video.frames import H264_PROTOCOL, NV12_PROTOCOL  # noqa: E402
 from tetherbed.agent.native.video.pipeline import VideoPipeline  # noqa: E402
 from tetherbed.agent.native.video.viewer import Viewer  # noqa: E402
+from tetherbed.simulator.peripherals.screen_noise import ScreenNoise  # noqa: E402
 
 ORIGIN = "http://127.0.0.1:4173"
 WARMUP_S = 1.0

@@ -53,12 +53,14 @@ HUB_DEFECTS = frozenset(
         "no_ping",
         "ignore_capacity",
         "agent_auth_skipped",
+        "crash_on_unknown_field",
+        "llm_without_models",
+        "no_request_deadline",
+        "takeover_unlabelled",
         # Planted for `tetherbed explore` (docs/explore.md): bugs that only
         # some generated histories or interleavings show.
         "evict_after_drain",
-        "no_request_deadline",
         "revocation_unenforced",
-        "takeover_unlabelled",
         "reissue_unlabelled",
     }
 )
@@ -110,11 +112,17 @@ class HubConfig:
     #: "shared_ids", and for the drivers "head_of_line" (send to a peer
     #: inside the sender's read loop, as the hub once did); for the
     #: conformance suite (docs/conformance.md) "grant_unadvertised",
-    #: "no_ping", "ignore_capacity" and "agent_auth_skipped"; for exploration
-    #: (docs/explore.md) "evict_after_drain" (a takeover race: the old owner
-    #: keeps serving what it holds), "no_request_deadline" (the slot leak),
-    #: "revocation_unenforced", and two that do not label themselves,
-    #: "takeover_unlabelled" and "reissue_unlabelled". Never set in normal use.
+    #: "no_ping", "ignore_capacity" and "agent_auth_skipped"; "llm_without_models"
+    #: (LOCAL_LLM_COMPLETION relayed to an agent with no models); for the
+    #: stateful fuzzer (docs/fuzzing.md) and exploration "no_request_deadline"
+    #: (the slot leak: an issued request waits for its answer forever) and
+    #: "takeover_unlabelled" (a takeover leaves the old owner serving, while
+    #: the journal reports an ordinary takeover: two owners); for live fuzzing
+    #: "crash_on_unknown_field"; for exploration (docs/explore.md) also
+    #: "evict_after_drain" (a takeover race: the old owner keeps serving what
+    #: it holds until answered), "revocation_unenforced" and
+    #: "reissue_unlabelled" (a non-idempotent request re-issued with a retry
+    #: counter, no `retry` logged). Never set in normal use.
     defects: frozenset[str] = frozenset()
     #: The dsh-computers routes' settings (hub/dsh).
     dsh: DshConfig = field(default_factory=DshConfig)

@@ -48,6 +48,7 @@ from tetherbed.hub.ownership import Verdict, decide
 from tetherbed.hub.request_policy import answer_budget, capacity_from, overload_delay
 from tetherbed.hub.retry import can_retry, prepare_retry
 from tetherbed.hub.timers import Timers
+from tetherbed.hub.unknown_field_crash import crash_on_unknown_field
 from tetherbed.runtime.clock import Clock
 from tetherbed.wire import catalog, serial_io
 from tetherbed.wire.codes import CloseCode, ErrorCode, ExtensionCode
@@ -62,6 +63,7 @@ from tetherbed.wire.errors import ProtocolError, WireError
 from tetherbed.wire.hub_api import SESSION_INFO_REQUEST, SESSION_INFO_RESPONSE, SessionInfo
 from tetherbed.wire.limits import FRAME_LIMIT_BYTES
 from tetherbed.wire.messages import (
+    Capability,
     Empty,
     ErrorPayload,
     Hello,
@@ -96,6 +98,10 @@ class _SessionRef(msgspec.Struct):
     session_id: str = ""
 
 
+class _ModelRef(msgspec.Struct):
+    model: str = ""
+
+
 class _ErrorCode(msgspec.Struct):
     code: str = ""
 
@@ -106,6 +112,8 @@ class _GrantAnswer(msgspec.Struct):
 
 
 _session_ref = msgspec.json.Decoder(_SessionRef)
+_model_ref = msgspec.json.Decoder(_ModelRef)
+_LOCAL_LLM = str(MessageType.LOCAL_LLM_COMPLETION)
 _grant_answer = msgspec.json.Decoder(_GrantAnswer)
 _error_code = msgspec.json.Decoder(_ErrorCode)
 
@@ -133,10 +141,12 @@ class HubCore:
         self._shared_ids = "shared_ids" in defects
         self._no_ping = "no_ping" in defects
         self._ignore_capacity = "ignore_capacity" in defects
+        self._crash_on_unknown = "crash_on_unknown_field" in defects
+        self._llm_without_models = "llm_without_models" in defects
         self._no_deadline = "no_request_deadline" in defects
+        self._takeover_unlabelled = "takeover_unlabelled" in defects
         self._enforce_revocation = "revocation_unenforced" not in defects
         self._evict_after_drain = "evict_after_drain" in defects
-        self._takeover_unlabelled = "takeover_unlabelled" in defects
         self._reissue_unlabelled = "reissue_unlabelled" in defects
         self._request_timeout = config.request_timeout
         # Bound once: the relay path reads the clock per request.
@@ -224,6 +234,8 @@ class HubCore:
         This and `_agent_answer` are the relay's hot path: the common case
         runs first and touches as little as possible.
         """
+        if self._crash_on_unknown:  # a planted defect, never in normal use
+            crash_on_unknown_field(data)
         try:
             envelope = decode_envelope(data)
         except WireError as exc:
@@ -240,6 +252,7 @@ class HubCore:
             and owner.capacity > len(owner.routes)
             and not target.queue
             and target.is_session
+            and (owner.llm_models or envelope.type != _LOCAL_LLM)
         ):
             route = Route(client, request_id, envelope.type, envelope)
             client.inflight[request_id] = route
@@ -260,6 +273,9 @@ class HubCore:
                 error = _not_relayable(envelope, target.kind)
             if error is not None:
                 return (Send(client.peer, self._error_frame(request_id, error)),)
+        owner = target.owner
+        if kind == _LOCAL_LLM and target.is_session and owner is not None and not owner.llm_models:
+            return (Send(client.peer, self._error_frame(request_id, _llm_unavailable(envelope))),)
         if request_id in client.inflight:
             error = ProtocolError(
                 ExtensionCode.DUPLICATE_REQUEST_ID,
@@ -468,6 +484,8 @@ class HubCore:
     # === internals: handshake ==============================================
 
     def _agent_hello(self, link: AgentLink, data: bytes) -> Actions:
+        if self._crash_on_unknown:  # a planted defect, never in normal use
+            crash_on_unknown_field(data)
         try:
             envelope = decode_envelope(data)
             if envelope.type != MessageType.HELLO:
@@ -519,6 +537,10 @@ class HubCore:
         link.target = target
         link.version = answer.version
         link.granted = frozenset(answer.ack.granted_capabilities)
+        if Capability.LOCAL_LLM in link.granted:
+            link.llm_models = tuple(hello.local_llm_models or ())
+        if self._llm_without_models and not link.llm_models:  # a planted defect
+            link.llm_models = ("",)  # any agent looks as if it had a model
         link.capacity = link.limit = answer.ack.max_concurrent
         advance(link, AgentEvent.HELLO_ACCEPTED)
         link.hello_deadline = None
@@ -821,6 +843,11 @@ class HubCore:
             client = route.client
             if route.kind == SESSION_INFO_REQUEST and client is not None:
                 actions.append(self._session_info(client, route.client_id, owner))
+                continue
+            if route.kind == _LOCAL_LLM and not owner.llm_models and client is not None:
+                client.inflight.pop(route.client_id, None)
+                error = _llm_unavailable(route.envelope)
+                actions.append(Send(client.peer, self._error_frame(route.client_id, error)))
                 continue
             if (route.attempts and not self._reissue_unlabelled) or route.refusals:
                 actions.append(
@@ -1286,6 +1313,22 @@ def _answer_too_large(route: Route, size: int) -> ProtocolError:
         ExtensionCode.FRAME_TOO_LARGE,
         f"the agent's answer to {route.kind} would be {size} bytes as relayed, over the "
         f"{FRAME_LIMIT_BYTES}-byte frame limit; read it in smaller ranges",
+    )
+
+
+def _llm_unavailable(envelope: Envelope) -> ProtocolError:
+    """LOCAL_LLM_COMPLETION to an agent without local_llm or with no models: "the
+    platform MUST treat local LLM routing as unavailable" — it is never relayed,
+    and the caller learns it can fall back (MODEL_NOT_AVAILABLE, no models)."""
+    try:
+        model = _model_ref.decode(envelope.payload).model
+    except (msgspec.MsgspecError, RecursionError):
+        model = ""
+    return ProtocolError(
+        ErrorCode.MODEL_NOT_AVAILABLE,
+        "local LLM routing is unavailable for this session: its agent advertises no "
+        "local_llm models; fall back to cloud-side completion",
+        details={"requested_model": model, "available_models": []},
     )
 
 

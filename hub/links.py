@@ -109,6 +109,9 @@ class AgentLink:
     machine_id: str = ""
     version: str = CURRENT_TEXT
     granted: frozenset[str] = frozenset()
+    #: The models a LOCAL_LLM_COMPLETION may name: HELLO's local_llm_models when
+    #: local_llm was granted, else none (the spec: local LLM routing unavailable).
+    llm_models: tuple[str, ...] = ()
     #: The root the agent serves, from its HELLO (None on control connections).
     allowed_root: str | None = None
     #: The session or machine this connection serves once READY.

@@ -1,5 +1,10 @@
 """`tetherbed run PATH... [--backend sim|process|docker] [--seed N] [--report DIR]`.
 
+On the process and docker backends, `--schedule [BOUND]` makes the agents'
+proxies release every WebSocket message in an order drawn from the seed and
+write a decision log; `--replay DECISIONS [--times N]` replays one and says
+how often the failure came back (docs/explore.md).
+
 Runs every scenario against the target — Tetherbed's own parts, or an agent
 command, a hub URL or command and their adapters (docs/targets.md) — prints
 one line each (verdict, seconds, scenario, and which checkers had no evidence
@@ -9,6 +14,12 @@ error's message. Then a table (scenario, backend, verdict, seconds, seed),
 the exact command that replays each failure, and where the reports are: per
 scenario `history.jsonl` and `timeline.html`, for the whole run
 `results.json` and `junit.xml`.
+
+With `--seeds 1..500` (or `7`, `1,5,9`) each scenario runs once per seed
+instead (`simulator/explore/seeds.py`): it prints the distinct interleavings
+the seeds explored, every seed whose verdict was not pass with the command
+that replays it, and a table over the scenarios (`--json`: the same as JSON);
+a failing seed's history is written under the report folder.
 
 Exit status: 0 every scenario passed (or did not apply to the target: a
 third-party part did not negotiate an extension the scenario needs, which is
@@ -32,6 +43,14 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from tetherbed.simulator.explore.reproduce import ReplayRun, failure_signature, reproduce
+from tetherbed.simulator.proxy.scheduler import DecisionLogError
+from tetherbed.simulator.proxy.scheduler.arguments import (
+    DEFAULT_TIMES,
+    add_schedule_arguments,
+    check_schedule_arguments,
+    schedule_from_arguments,
+)
 from tetherbed.simulator.reports import RunResult
 from tetherbed.simulator.reports.junit import write_junit
 from tetherbed.simulator.reports.results import write_results
@@ -52,6 +71,8 @@ _LABELS = {"not_applicable": "n/a"}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tetherbed.simulator.explore import seeds_command  # --seeds (its own module)
+
     parser = argparse.ArgumentParser(
         prog="tetherbed run", description="Run scenarios and check their histories."
     )
@@ -65,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shipped", action="store_true", help="every shipped scenario")
     parser.add_argument("--backend", default="sim", choices=["sim", "process", "docker"])
     parser.add_argument("--seed", type=int, default=None, help="default: each scenario's own")
+    seeds_command.add_seed_arguments(parser)
     parser.add_argument("--report", type=Path, default=Path("reports"), help="report folder")
     parser.add_argument(
         "--keep", action="store_true", help="keep each run's working folder (and say where)"
@@ -80,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--strict", action="store_true", help="a checker without evidence (unknown) fails the run"
     )
     add_target_arguments(parser)
+    add_schedule_arguments(parser)
     return parser
 
 
@@ -90,6 +113,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.paths.append(shipped_scenarios())
     if not args.paths:
         parser.error("give scenario files or folders, or --shipped")
+    from tetherbed.simulator.explore import seeds_command
+    from tetherbed.simulator.explore.seeds import SeedsError
+
+    try:
+        seeds = seeds_command.seeds_from_arguments(args)
+    except SeedsError as exc:
+        print(f"tetherbed run: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        parser.error(str(exc))
     _logging(args.log_level or ("DEBUG" if args.verbose else None))
     with StopSignals() as stop:
         try:
@@ -101,6 +134,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             print(f"tetherbed run: {exc}", file=sys.stderr)
             return 2
+        if seeds is not None and any(args.backend in s.backends for s in scenarios):
+            refusal = _unsupported(target, args.backend) or check_schedule_arguments(
+                args, args.backend
+            )
+            if refusal is None and args.replay is not None:
+                refusal = "--seeds explores seeds and --replay replays one log: give one of them"
+            if refusal is not None:
+                print(f"tetherbed run: {refusal}", file=sys.stderr)
+                return 2
+            if not target.is_reference and not args.json:
+                print(f"target: {target.describe()}", flush=True)
+            return seeds_command.run_seeds(
+                scenarios, seeds, args, stop, target=target, replay_options=_replay_options
+            )
         runnable = [s for s in scenarios if args.backend in s.backends]
         if not runnable:
             names = ", ".join(str(p) for p in args.paths)
@@ -109,12 +156,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        refusal = _unsupported(target, args.backend)
+        refusal = _unsupported(target, args.backend) or check_schedule_arguments(args, args.backend)
+        if refusal is None and args.replay is not None and len(runnable) != 1:
+            refusal = "--replay replays one scenario: give exactly one"
         if refusal is not None:
             print(f"tetherbed run: {refusal}", file=sys.stderr)
             return 2
         if not target.is_reference:
             print(f"target: {target.describe()}", flush=True)
+        if args.replay is not None:
+            try:
+                return _replay(runnable[0], args, stop, target)
+            except DecisionLogError as exc:
+                print(f"tetherbed run: {exc}", file=sys.stderr)
+                return 2
         results = _run_all(scenarios, args, stop, target)
         _write_reports(results, args.report)
         if stop.received is not None:
@@ -180,9 +235,18 @@ def _run_all(
             print(f"  {'run':<5} {'':12}{scenario.name} ...", flush=True)
         seed = scenario.seed if args.seed is None else args.seed
         workdir = Path(tempfile.mkdtemp(prefix=f"tetherbed-{_slug(scenario.name)}-"))
+        decisions = args.report / f"{_slug(scenario.name)}-{args.backend}" / "decisions.jsonl"
+        schedule = schedule_from_arguments(args, decisions=decisions)
         try:
             outcome = run_scenario(
-                scenario, args.backend, seed, workdir, stop, target=target, strict=args.strict
+                scenario,
+                args.backend,
+                seed,
+                workdir,
+                stop,
+                target=target,
+                strict=args.strict,
+                schedule=schedule,
             )
         finally:
             if not args.keep:
@@ -196,6 +260,8 @@ def _run_all(
         )
         for line in why(result):
             print(f"{_INDENT}{line}", flush=True)
+        if schedule is not None:
+            _print_decisions(outcome, decisions, args, scenario)
         if args.keep:
             print(f"{_INDENT}kept {workdir}", flush=True)
     return results
@@ -284,7 +350,66 @@ def _replay_options(args: argparse.Namespace) -> list[str]:
         if value is not None:
             options += ["--" + name.replace("_", "-"), str(value)]
     options += [flag for flag in ("--insecure", "--strict") if getattr(args, flag[2:])]
+    if getattr(args, "schedule", None) is not None:
+        options += ["--schedule", args.schedule] if args.schedule else ["--schedule"]
     return options
+
+
+def _print_decisions(outcome: RunOutcome, decisions: Path, args: argparse.Namespace, scenario):
+    """Where the frame scheduler's decision log is, and the command that replays it."""
+    released = (outcome.schedule or {}).get("released", 0)
+    print(f"{_INDENT}frames scheduled: {released}; decisions: {decisions}", flush=True)
+    if outcome.verdict == "fail":
+        path = str(scenario.path) if scenario.path else scenario.name
+        options = _replay_options(args)[: -2 if args.schedule else -1]  # not --schedule
+        command = [
+            "tetherbed", "run", path, "--backend", args.backend, "--replay", str(decisions),
+            "--times", str(DEFAULT_TIMES), *options,
+        ]  # fmt: skip
+        print(f"{_INDENT}replay: {shlex.join(command)}", flush=True)
+
+
+def _replay(scenario: Scenario, args: argparse.Namespace, stop: StopSignals, target: Target) -> int:
+    """`--replay DECISIONS --times N`: how often the recorded failure comes back."""
+    times = args.times or DEFAULT_TIMES
+    folder = args.report / f"{_slug(scenario.name)}-{args.backend}-replay"
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"  replaying {args.replay} {times} time(s) on {args.backend}: {scenario.name}")
+
+    def said(run: ReplayRun) -> None:
+        outcome = run.outcome
+        divergence = run.divergence
+        kept = (
+            f"followed {divergence.get('followed', 0)} of {divergence.get('decisions', 0)} "
+            f"decisions, {divergence.get('unexpected', 0)} unexpected, "
+            f"{divergence.get('missing', 0)} missing"
+        )
+        mark = "reproduced" if run.reproduced else "not reproduced"
+        failed = ", ".join(failure_signature(outcome)) or "-"
+        print(
+            f"  {run.index:>3}  {outcome.verdict:<5} {outcome.seconds:7.2f} s  {mark:<15} "
+            f"failed: {failed}; {kept}",
+            flush=True,
+        )
+
+    result = reproduce(
+        scenario,
+        args.backend,
+        args.replay,
+        times,
+        target=target,
+        seed=args.seed,
+        wait=args.replay_wait,
+        stop=stop,
+        decisions_folder=folder,
+        keep=args.keep,
+        on_run=said,
+    )
+    print(result.summary())
+    print(f"decision logs of the replays: {folder}/")
+    if stop.received is not None:
+        return 128 + stop.received
+    return 0 if result.reproduced else 1
 
 
 def _report(outcome: RunOutcome, report_dir: Path, replay_options: list[str]) -> RunResult:

@@ -62,6 +62,15 @@ _ERROR_DETAILS_KEPT = (
 #: Content longer than this is summarised by its digest in the history.
 _CONTENT_KEPT = 64 * 1024
 
+#: Answers binding a session on a control connection (their summary: id, revision).
+_SESSION_BINDINGS = frozenset(
+    {MessageType.SESSION_ATTACHED, MessageType.SESSION_ACTIVATED, MessageType.SESSION_RESTORED}
+)
+#: Answers a later control step takes its input from: kept whole, by request id.
+CONTROL_ANSWERS = _SESSION_BINDINGS | {MessageType.DIRECTORY_LIST_RESPONSE}
+#: Request fields the history keeps only as a digest (a root grant opens a folder).
+_SECRETS = frozenset({"root_grant"})
+
 Opener = Callable[[], Awaitable[SessionClient]]
 
 
@@ -74,6 +83,8 @@ class ScenarioClient:
         self._transport: SessionClient | None = None
         self._reader: asyncio.Task[None] | None = None
         self.outstanding: dict[str, str] = {}  # request id → message type
+        #: Control answers' payloads by request id (`CONTROL_ANSWERS`).
+        self.answers: dict[str, dict[str, Any]] = {}
 
     async def send(self, request_id: str, kind: str, payload: dict[str, Any]) -> None:
         payload_bytes = msgspec.json.encode(payload)
@@ -136,6 +147,8 @@ class ScenarioClient:
         if answer.request_id is None:
             self._recorder.event(self.process, "note", {"connection_error": summary})
             return
+        if answer.kind in CONTROL_ANSWERS:
+            self.answers[answer.request_id] = _payload_of(answer)
         if answer.kind == MessageType.ERROR:
             kind = "info" if summary.get("code") in UNKNOWN_OUTCOME_CODES else "fail"
         else:
@@ -230,6 +243,12 @@ def _summary(answer: Answer) -> dict[str, Any]:
         summary["truncated"] = payload.get("truncated")
     elif kind == MessageType.ACK:
         summary["ok"] = payload.get("ok")
+    elif kind == MessageType.DIRECTORY_LIST_RESPONSE:
+        summary["names"] = [e.get("name") for e in payload.get("entries", [])]
+        summary["truncated"] = payload.get("truncated")
+    elif kind in _SESSION_BINDINGS:
+        summary["session_id"] = payload.get("session_id")
+        summary["revision"] = payload.get("revision")
     elif kind == SerialMessageType.SERIAL_DATA:
         summary["data"] = _keep_text(payload.get("data", ""))
         for key in ("encoding", "size_bytes", "timed_out"):
@@ -252,7 +271,10 @@ def _text_of_base64(value: Any) -> str | None:
 
 
 def _keep(payload: dict[str, Any]) -> dict[str, Any]:
-    return {k: _keep_text(v) if isinstance(v, str) else v for k, v in payload.items()}
+    return {
+        k: _keep_text(v, 0 if k in _SECRETS else _CONTENT_KEPT) if isinstance(v, str) else v
+        for k, v in payload.items()
+    }
 
 
 def _keep_text(text: Any, limit: int = _CONTENT_KEPT) -> Any:

@@ -193,6 +193,9 @@ class History:
     @classmethod
     def merged(cls, records: Iterable[Record]) -> History:
         """Records from several sources, ordered by time and re-indexed."""
+        records = list(records)
+        if _in_order(records):  # the sim's: nothing to sort or re-index
+            return cls(records)
         ordered = sorted(records, key=lambda r: (r.time, r.index))
         history = cls()
         for r in ordered:
@@ -207,3 +210,13 @@ class History:
                 req=r.req,
             )
         return history
+
+
+def _in_order(records: list[Record]) -> bool:
+    """Indexed 0, 1, 2, ... and in time order already (no sort key built per record)."""
+    previous = None
+    for n, record in enumerate(records):
+        if record.index != n or (previous is not None and record.time < previous):
+            return False
+        previous = record.time
+    return True

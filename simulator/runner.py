@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tetherbed.simulator import control_steps
 from tetherbed.simulator.backends.base import Backend, BackendError
 from tetherbed.simulator.checkers import Verdict, run_checkers
 from tetherbed.simulator.client import ScenarioClient
 from tetherbed.simulator.dsh import steps as dsh_steps
 from tetherbed.simulator.dsh.client import DshClient
 from tetherbed.simulator.history import History, Record
+from tetherbed.simulator.proxy.scheduler import ScheduleOptions, record_outcome
 from tetherbed.simulator.reports.results import overall_verdict
 from tetherbed.simulator.scenario import ClientSpec, Scenario, Step
 from tetherbed.simulator.scenario.schema import SERIAL_STEPS
@@ -81,6 +83,8 @@ class RunOutcome:
     #: Why the scenario does not apply to this target (a third-party part did
     #: not negotiate an extension it needs): neither a pass nor a failure.
     inapplicable: str | None = None
+    #: What the proxies' frame scheduler did (`schedule_report`), when one was on.
+    schedule: dict[str, Any] | None = None
 
     @property
     def run_error(self) -> str | None:
@@ -145,22 +149,32 @@ def run_scenario(
     *,
     target: Target | None = None,
     strict: bool = False,
+    schedule: ScheduleOptions | None = None,
 ) -> RunOutcome:
     """Run one scenario against `target` (Tetherbed's own parts by default), then
     judge: the checkers see whatever was recorded, even after an error.
 
     With `stop`, a SIGTERM or SIGINT ends the run early: the backend's teardown
     stops every part it started and the outcome says it was interrupted.
+
+    With `schedule` (process and docker backends), the agents' fault proxies
+    hold every WebSocket message and release it in a seeded order, or in the
+    order of a decision log (docs/explore.md, "Scheduling real processes");
+    the run's verdict is appended to the decision log it writes.
     """
     if scenario.generated:  # `generate:`/`nemesis:`: the seed draws the steps
         from tetherbed.simulator.explore.generator import generated_scenario
 
         scenario = generated_scenario(scenario, seed, backend_name)
     factory = backend_factory(backend_name)
-    if target is None or target.is_reference:
-        backend = factory(scenario, workdir, seed)
-    else:
-        backend = factory(scenario, workdir, seed, target=target)
+    options: dict[str, Any] = {}
+    if target is not None and not target.is_reference:
+        options["target"] = target
+    if schedule is not None:
+        if backend_name == "sim":
+            raise ValueError("the sim backend orders events by its seed; it has no frame scheduler")
+        options["schedule"] = schedule
+    backend = factory(scenario, workdir, seed, **options)
     started = time.monotonic()
     runner = ScenarioRunner(scenario, backend)
     error: str | None = None
@@ -175,7 +189,7 @@ def run_scenario(
     # Events read back from process logs arrive late: order everything by time.
     history = History.merged(backend.recorder.history)
     verdicts = run_checkers(history, list(scenario.checkers), checker_options(scenario))
-    return RunOutcome(
+    outcome = RunOutcome(
         scenario=scenario,
         backend=backend_name,
         seed=seed,
@@ -190,6 +204,14 @@ def run_scenario(
         strict=strict,
         inapplicable=runner.inapplicable,
     )
+    report_of = getattr(backend, "schedule_report", None)
+    if schedule is not None and report_of is not None:
+        outcome.schedule = report_of()
+        failed = [v.name for v in verdicts if v.failed]
+        if outcome.failure is not None:
+            failed.append("step")
+        record_outcome(schedule.decisions, outcome.verdict, failed)
+    return outcome
 
 
 def describe_error(exc: BaseException) -> str:
@@ -226,6 +248,7 @@ class ScenarioRunner:
         self.recorder = backend.recorder
         self.clients: dict[str, ScenarioClient | DshClient] = {}
         self.dsh = dsh_steps.DshSteps(self)
+        self.control = control_steps.ControlSteps(self)
         self.step_failure: str | None = None
         self.step_unjudged = False
         self.error: str | None = None
@@ -258,6 +281,11 @@ class ScenarioRunner:
         if spec.dsh:
             self.clients[spec.name] = DshClient(
                 spec, lambda: self.backend.dsh_http(spec), self.recorder
+            )
+            return
+        if spec.machine is not None:  # api: machine, to a control-mode agent
+            self.clients[spec.name] = ScenarioClient(
+                spec, lambda: self.backend.open_machine_client(spec), self.recorder
             )
             return
         self.clients[spec.name] = ScenarioClient(
@@ -347,6 +375,11 @@ class ScenarioRunner:
             client = self.clients[args["client"]]
             assert isinstance(client, ScenarioClient)
             await client.send(str(args["id"]), args["type"], dict(args.get("payload") or {}))
+        elif kind in control_steps.STEP_KINDS:
+            try:
+                await self.control.run_step(step)
+            except control_steps.StepFailed as failed:
+                raise StepFailed(str(failed)) from None
         elif kind in dsh_steps.STEP_KINDS:
             try:
                 await self.dsh.run_step(step)
@@ -488,10 +521,17 @@ class ScenarioRunner:
         args.pop("reference_only", None)
         within = float(args.pop("within", DEFAULT_WITHIN))
         since = self._action_started
+        # Where to look from, and whose records: the recorder's index answers
+        # without rescanning the history on every new record.
+        start, processes = 0, None
         if "client" in args:
             predicate = self._client_predicate(args)
+            processes = [f"client:{args['client']}"]
         elif "event" in args:
             predicate = self._event_predicate(args, since)
+            start = 0 if args.get("since") == "start" else since
+            if isinstance(args.get("process"), str):
+                processes = [args["process"]]
         elif "computer" in args:
             try:
                 await self.dsh.expect_presence(args, within)
@@ -502,7 +542,9 @@ class ScenarioRunner:
             await self._expect_agent(args, within, since)
             return
         try:
-            record = await self.recorder.wait_for(predicate, within)
+            record = await self.recorder.wait_for(
+                predicate, within, since=start, processes=processes
+            )
         except TimeoutError:
             raise StepFailed(f"nothing matched within {within} s") from None
         self._check_completion(args, record)
@@ -557,10 +599,6 @@ class ScenarioRunner:
         exit_code = args.get("exit_code")
         deadline = self.backend.now() + within
         both = (process, wire.process_of(agent))
-
-        def watched(record: Record) -> bool:
-            return record.process in both
-
         while True:
             current = self.backend.state(agent)
             connected = self._connected(process)
@@ -581,7 +619,7 @@ class ScenarioRunner:
                     f"connected={connected}), expected {state or f'exit {exit_code}'}"
                 )
             with contextlib.suppress(TimeoutError):
-                await self.recorder.next_record(min(remaining, 1.0), watched)
+                await self.recorder.next_record(min(remaining, 1.0), processes=both)
 
     def _connected(self, process: str) -> bool:
         """Connected as the wire shows it: a connection the hub accepted (HELLO_ACK
@@ -592,24 +630,13 @@ class ScenarioRunner:
         agent = process.split(":", 1)[1]
         if self.scenario.topology.agents[agent].sse:
             return self.dsh.connected(agent)
-        link = wire.process_of(agent)
-        served: set[Any] = set()
-        for record in self.recorder.history.records:
-            if record.process != link or record.type != "event":
-                continue
-            value = record.value if isinstance(record.value, dict) else {}
-            conn = value.get("conn")
-            if record.f == wire.FRAME and value.get("type") == "HELLO_ACK":
-                if value.get("dir") == wire.DOWN:
-                    served.add(conn)
-            elif record.f in (wire.CLOSE, wire.END):
-                served.discard(conn)
-        return bool(served)
+        # The recorder keeps each link's accepted connections as records arrive.
+        return bool(self.recorder.index.served.get(wire.process_of(agent)))
 
     def _journal_connected(self, process: str) -> bool:
         connected = False
-        for record in self.recorder.history.records:
-            if record.process == process and record.type == "event":
+        for record in self.recorder.index.by_process.get(process, []):
+            if record.type == "event":
                 if record.f == "connected":
                     connected = True
                 elif record.f in ("lost", "killed", "exited", "stop"):

@@ -263,6 +263,8 @@ class Testbed:
             if self._thread is not None:
                 self._loop.call_soon_threadsafe(self._loop.stop)
                 self._thread.join(10)
+            else:  # the sim's loop: end what its seeded scheduler still held back
+                getattr(self.backend, "cancel_leftovers", lambda: None)()
             self._loop.close()
 
 

@@ -15,8 +15,12 @@ import subprocess
 
 import pytest
 
-#: `pytester` runs a small suite in-process (the pytest plugin's own tests).
-pytest_plugins = ["pytester"]
+#: `pytester` runs a small suite in-process (the pytest plugin's own tests); the
+#: fuzz figures plugin prints the examples each live fuzz target ran.
+pytest_plugins = ["pytester", "tetherbed.simulator.fuzz.live.pytest_figures"]
+#: The user property under which fuzz tests record their figures (examples,
+#: time), printed at the end of the run.
+FUZZ_FIGURES = "fuzz_figures"
 
 
 @functools.cache
@@ -53,3 +57,13 @@ def pytest_terminal_summary(
             f"tetherbed: no Docker engine answered `docker info`: {count} docker tests not run",
             yellow=True,
         )
+    # Figures the fuzz tests record (`record_property(FUZZ_FIGURES, ...)`):
+    # user properties reach this process from xdist workers too.
+    figures = [
+        value
+        for report in terminalreporter.stats.get("passed", [])
+        for name, value in getattr(report, "user_properties", [])
+        if name == FUZZ_FIGURES
+    ]
+    for line in sorted(figures):
+        terminalreporter.write_line(f"tetherbed fuzz: {line}")

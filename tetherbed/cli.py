@@ -1,4 +1,4 @@
-"""`tetherbed` command line: hub, agent, run, explore, conform, native, proxy, demo."""
+"""`tetherbed` command line: hub, agent, run, explore, conform, fuzz, native, proxy, demo."""
 
 from __future__ import annotations
 
@@ -247,6 +247,11 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     commands.add_parser(
+        "fuzz",
+        help="property-based fuzzing of a running hub, agent or native adapter (docs/fuzzing.md)",
+        add_help=False,
+    )
+    commands.add_parser(
         "llm-server",
         help="an Ollama-compatible LLM server with deterministic output (for the test bed)",
         add_help=False,
@@ -384,6 +389,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tetherbed.simulator.conformance.cli import main as conform_main
 
         return conform_main(rest[1:])
+    if rest[:1] == ["fuzz"]:
+        from tetherbed.simulator.fuzz.cli import main as fuzz_main
+
+        return fuzz_main(rest[1:])
     if rest[:1] == ["demo"]:
         from tetherbed.demo import main as demo_main
 
@@ -552,21 +561,22 @@ def _agent(args: argparse.Namespace) -> int:
         missing = [p for p in browse_roots if not Path(p).is_dir()]
         if missing:
             return usage(f"--browse-root {missing[0]} is not a directory")
+    # An empty value (`--serial-port=` from a template's empty placeholder) is none.
     serial_ports = []
-    for item in args.serial_port:
+    for item in filter(None, args.serial_port):
         path, sep, description = item.partition("=")
         if not path:
             return usage(f"--serial-port {item!r}: expected PATH=DESCRIPTION")
         serial_ports.append((path, description if sep else path))
     usb_devices = []
-    for item in args.usb_device:
+    for item in filter(None, args.usb_device):
         ids, sep, description = item.partition("=")
         vid, colon, pid = ids.partition(":")
         if not colon or not _hex4(vid) or not _hex4(pid):
             return usage(f"--usb-device {item!r}: expected VID:PID=DESCRIPTION (4 hex digits each)")
         usb_devices.append((vid.lower(), pid.lower(), description if sep else ids))
     gpio_lines = []
-    for item in args.gpio_line:
+    for item in filter(None, args.gpio_line):
         line, sep, description = item.partition("=")
         if ":" not in line:
             return usage(f"--gpio-line {item!r}: expected CHIP:LINE=DESCRIPTION")

@@ -44,8 +44,20 @@ OPERATION_CACHE_MS = 300_000
 
 # --- live video --------------------------------------------------------------------------
 VIDEO_TRANSPORT = "loopback-websocket/1"
-VIDEO_PROTOCOLS = ("h264-annexb/1", "nv12/1")
+#: The two video protocols, by the framing they name (`decode_path` browser and minirtc).
+H264_PROTOCOL = "h264-annexb/1"
+NV12_PROTOCOL = "nv12/1"
+VIDEO_PROTOCOLS = (H264_PROTOCOL, NV12_PROTOCOL)
 VIDEO_DECODERS = ("auto", "software")
+#: `doctor --json` advertises the video capabilities under these fields; `hello`
+#: repeats them without DOCTOR_PREFIX (`video_transport`, ...).
+DOCTOR_PREFIX = "automation_"
+HELLO_VIDEO_TRANSPORT = "video_transport"
+HELLO_VIDEO_PROTOCOLS = "video_protocols"
+HELLO_VIDEO_DECODERS = "video_decoders"
+DOCTOR_VIDEO_TRANSPORT = DOCTOR_PREFIX + HELLO_VIDEO_TRANSPORT
+DOCTOR_VIDEO_PROTOCOLS = DOCTOR_PREFIX + HELLO_VIDEO_PROTOCOLS
+DOCTOR_VIDEO_DECODERS = DOCTOR_PREFIX + HELLO_VIDEO_DECODERS
 VIDEO_PATH = "/api/video"
 TICKET_TTL_MS = 15_000
 TICKET_CHARACTERS = 32

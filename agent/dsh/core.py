@@ -55,6 +55,8 @@ AGENT_DEFECTS = frozenset(
         "ignore_cancel",
         # Send every chunk with seq 0.
         "constant_seq",
+        # Number chunks from 1 instead of 0 (§11.2).
+        "seq_from_one",
     }
 )
 
@@ -524,6 +526,8 @@ class AgentCore:
 
     def _chunk_post(self, execution: _Exec, part: dict[str, Any]) -> _Post:
         seq = 0 if "constant_seq" in self.settings.defects else execution.seq
+        if "seq_from_one" in self.settings.defects:
+            seq += 1
         execution.seq += 1
         body = {"requestId": execution.request_id, "seq": seq, **part}
         return self._new_post(C.url(C.Route.RESULTS_CHUNK), body, "chunk", execution.request_id)

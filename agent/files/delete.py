@@ -6,7 +6,8 @@ import errno
 import os
 import shutil
 import stat
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, Any
 
 from tetherbed.agent.config import Limits
 from tetherbed.agent.path_jail import PathJail, protocol_error_from_os_error
@@ -23,15 +24,37 @@ if not shutil.rmtree.avoids_symlink_attacks:
     raise ImportError("recursive delete needs a symlink-attack-safe shutil.rmtree")
 
 
+class EntrySwapped(OSError):
+    """A directory about to be removed was swapped for a symlink after it was
+    checked: rmtree refused it (untouched, safely), but says so without an errno."""
+
+
 def remove_entry(dir_fd: int, name: str, *, recursive: bool) -> None:
-    """Remove `name` in `dir_fd`: a symlink itself (never its target), a file, a directory."""
+    """Remove `name` in `dir_fd`: a symlink itself (never its target), a file, a directory.
+
+    Raises EntrySwapped when the directory, or one below it, became a symlink
+    between the check and its removal (found by the path-jail swap property).
+    """
     status = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     if not stat.S_ISDIR(status.st_mode):
         os.unlink(name, dir_fd=dir_fd)
     elif recursive:
-        shutil.rmtree(name, dir_fd=dir_fd)
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(name, dir_fd=dir_fd, onexc=_refuse_swapped)
+        else:
+            shutil.rmtree(name, dir_fd=dir_fd, onerror=_refuse_swapped)
     else:
         os.rmdir(name, dir_fd=dir_fd)
+
+
+def _refuse_swapped(function: Any, path: str, error: Any) -> None:
+    """rmtree's error hook: its "is a symbolic link" refusal (reported through
+    `os.path.islink`, the only check it makes that way) becomes EntrySwapped;
+    anything else is raised as it was."""
+    exc = error[1] if isinstance(error, tuple) else error
+    if function is os.path.islink:
+        raise EntrySwapped(f"{path} became a symlink while being removed") from exc
+    raise exc
 
 
 def missing_error(wire_path: str) -> ProtocolError:
@@ -68,6 +91,8 @@ def delete_path(
         except FileNotFoundError:
             if not request.missing_ok:  # deleted concurrently
                 raise missing_error(request.path) from None
+        except EntrySwapped as exc:
+            raise jail.changed_error(request.path) from exc
         except OSError as exc:
             if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
                 raise ProtocolError(

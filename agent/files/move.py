@@ -7,6 +7,7 @@ import os
 
 from tetherbed.agent.config import Limits
 from tetherbed.agent.files.cross_device import move_across_devices
+from tetherbed.agent.files.delete import EntrySwapped
 from tetherbed.agent.files.rename import rename_entry
 from tetherbed.agent.path_jail import CreateTarget, PathJail, protocol_error_from_os_error
 from tetherbed.wire.codes import ErrorCode, ExtensionCode
@@ -65,6 +66,8 @@ def move_path(request: FileMove, jail: PathJail, limits: Limits) -> Ack:
         dst_dir_fd = jail.open_parent_for_create(dst)
         try:
             _move(src_dir_fd, src_name, dst_dir_fd, dst, request=request, jail=jail)
+        except EntrySwapped as exc:  # a cross-device move's delete of the source
+            raise jail.changed_error(request.src) from exc
         except OSError as exc:
             raise _rename_error(exc, request) from exc
         finally:

@@ -49,6 +49,7 @@ class Dispatcher:
         self._adapter = adapter
         self._send = send
         self._tracker = RequestTracker(defects)
+        self._check_depth = "accept_over_deep" not in defects
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(max_in_flight)
         self._closing = False
@@ -62,7 +63,7 @@ class Dispatcher:
             return  # blank lines carry no request
         obj: Any = None
         try:
-            obj = decode_line(line)
+            obj = decode_line(line, check_depth=self._check_depth)
             request = self._tracker.admit(obj)
         except NativeError as exc:
             rid = exc.request_id if exc.request_id is not None else request_id_of(obj)

@@ -22,12 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tetherbed.agent.native.video.frames import H264_PROTOCOL as H264
-from tetherbed.agent.native.video.frames import NV12_PROTOCOL as NV12
-from tetherbed.agent.native.video.listener import TRANSPORT
+from tetherbed.agent.native.planted_defects import NATIVE_DEFECTS, doctor_fields
+from tetherbed.wire import crossdesk
+from tetherbed.wire.crossdesk import H264_PROTOCOL as H264
+from tetherbed.wire.crossdesk import NV12_PROTOCOL as NV12
 
-VIDEO_DECODERS = ("auto", "software")  # both name the one native (software) path
-PREFIX = "automation_"
+#: "auto" and "software" both name the one native (software) decode path.
+VIDEO_DECODERS = crossdesk.VIDEO_DECODERS
+PREFIX = crossdesk.DOCTOR_PREFIX
 EXIT_OK = 0
 EXIT_FAILED = 1
 _PROBE_SIZE = 64  # pixels a side: small, even, and enough for libx264
@@ -125,9 +127,9 @@ def capabilities_of(checks: Sequence[Check]) -> dict[str, Any]:
     if not protocols:
         return {}
     return {
-        f"{PREFIX}video_transport": TRANSPORT,
-        f"{PREFIX}video_protocols": protocols,
-        f"{PREFIX}video_decoders": list(VIDEO_DECODERS),
+        crossdesk.DOCTOR_VIDEO_TRANSPORT: crossdesk.VIDEO_TRANSPORT,
+        crossdesk.DOCTOR_VIDEO_PROTOCOLS: protocols,
+        crossdesk.DOCTOR_VIDEO_DECODERS: list(VIDEO_DECODERS),
     }
 
 
@@ -149,9 +151,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the spec's fields as JSON")
     parser.add_argument("--display", help="also check capture on this X display, :N")
+    parser.add_argument(
+        "--defect",
+        action="append",
+        default=[],
+        choices=sorted(NATIVE_DEFECTS),
+        help="enable a deliberate bug, to prove a conformance case catches it",
+    )
     args = parser.parse_args(argv)
     checks = run_checks(args.display)
-    fields = capabilities_of(checks)
+    fields = doctor_fields(capabilities_of(checks), frozenset(args.defect))
     if args.json:
         print(json.dumps(fields))
         for check in checks:

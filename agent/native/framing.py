@@ -99,8 +99,11 @@ def request_id_of(value: Any) -> int | None:
     return None
 
 
-def decode_line(line: bytes) -> dict[str, Any]:
-    """Parse one request line into a dict, enforcing size, UTF-8, JSON and depth."""
+def decode_line(line: bytes, *, check_depth: bool = True) -> dict[str, Any]:
+    """Parse one request line into a dict, enforcing size, UTF-8, JSON and depth.
+
+    `check_depth` False is the planted defect `accept_over_deep` (never in normal use):
+    a request nested past MAX_DEPTH is parsed like any other."""
     if len(line) > MAX_REQUEST_BYTES:
         raise NativeError(
             Code.REQUEST_TOO_LARGE, f"requests are limited to {MAX_REQUEST_BYTES} bytes"
@@ -115,7 +118,7 @@ def decode_line(line: bytes) -> dict[str, Any]:
         raise NativeError(Code.INVALID_REQUEST, f"not valid UTF-8 JSON: {exc}") from None
     if not isinstance(value, dict):
         raise NativeError(Code.INVALID_REQUEST, "a request is one JSON object")
-    if nesting_depth(value) > MAX_DEPTH:
+    if check_depth and nesting_depth(value) > MAX_DEPTH:
         error = NativeError(Code.NESTING_TOO_DEEP, f"nesting depth is limited to {MAX_DEPTH}")
         error.request_id = request_id_of(value)  # parsed, so the answer can be correlated
         raise error

@@ -12,6 +12,12 @@ with a deliberate departure from crossdesk-automation/1:
 - `blocked_pipe_never_exits`: a caller that stops reading stdout leaves the
   adapter hanging forever.
 - `ticket_reusable`: a video ticket can be presented again.
+- `accept_over_deep`: a request nested deeper than 32 levels is parsed and
+  answered like any other instead of being refused with NESTING_TOO_DEEP
+  (found by `tetherbed fuzz native`).
+- `doctor_pipe_only`: `doctor --json` leaves out `automation_video_transport`,
+  as an old pipe-only CLI does (the adapter itself still offers video, so its
+  `hello` and its doctor disagree).
 """
 
 from __future__ import annotations
@@ -30,8 +36,19 @@ NATIVE_DEFECTS = frozenset(
         "observations_survive_generation",
         "blocked_pipe_never_exits",
         "ticket_reusable",
+        "accept_over_deep",
+        "doctor_pipe_only",
     }
 )
+
+
+def doctor_fields(fields: dict[str, Any], defects: frozenset[str]) -> dict[str, Any]:
+    """`doctor --json`'s fields with the doctor's planted defects applied."""
+    if "doctor_pipe_only" in defects:
+        from tetherbed.wire.crossdesk import DOCTOR_VIDEO_TRANSPORT
+
+        return {k: v for k, v in fields.items() if k != DOCTOR_VIDEO_TRANSPORT}
+    return fields
 
 
 class ArgumentBlindCache(OperationCache):

@@ -149,6 +149,10 @@ class Backend(abc.ABC):
             raise OpenRefused(exc.status) from None
         return FrameSessionClient(transport, self.now)
 
+    async def open_machine_client(self, client: ClientSpec) -> SessionClient:
+        """A machine client (`api: machine`): the hub's `/v1/machines/{machine}/client`."""
+        raise BackendError(f"the {self.name} backend does not run machine clients")
+
     @abc.abstractmethod
     async def revoke(self, session: str, user: str) -> None: ...
 

@@ -30,6 +30,7 @@ from collections.abc import Coroutine
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from tetherbed.agent.dsh import config as dsh_agent_config
 from tetherbed.agent.dsh.transport import HubHttp
@@ -44,7 +45,8 @@ from tetherbed.launch import (
     start_llm_server,
 )
 from tetherbed.runtime import event_loop
-from tetherbed.runtime.transport import MessageTransport
+from tetherbed.runtime.transport import MessageTransport, UpgradeRefused
+from tetherbed.runtime.websocket_transport import connect_websocket
 from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
 from tetherbed.simulator.backends.event_files import EventFiles
 from tetherbed.simulator.faults import (
@@ -60,6 +62,7 @@ from tetherbed.simulator.peripherals.llm_server.config import LlmServerConfig
 from tetherbed.simulator.peripherals.serial_ports import DeviceSpec, VirtualSerialPort
 from tetherbed.simulator.proxy import ProxyRegistry
 from tetherbed.simulator.proxy.proxy import FaultProxy
+from tetherbed.simulator.proxy.scheduler import FrameScheduler, ScheduleOptions, schedule_report
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
 from tetherbed.simulator.targets import (
     AdminAdapter,
@@ -72,7 +75,9 @@ from tetherbed.simulator.targets import (
     admin_adapter,
     client_adapter,
 )
+from tetherbed.simulator.targets.adapters import OpenRefused
 from tetherbed.simulator.targets.hub import HubTarget, Tokens
+from tetherbed.simulator.targets.reference import FrameSessionClient
 from tetherbed.simulator.targets.running import HubRunner
 from tetherbed.wire.version import CURRENT_TEXT
 
@@ -163,8 +168,16 @@ class ProcessBackend(Backend):
     records_wire = True
 
     def __init__(
-        self, scenario: Scenario, workdir: Path, seed: int, *, target: Target | None = None
+        self,
+        scenario: Scenario,
+        workdir: Path,
+        seed: int,
+        *,
+        target: Target | None = None,
+        schedule: ScheduleOptions | None = None,
     ) -> None:
+        """`schedule`: the agents' proxies hold and release every WebSocket
+        message under one frame scheduler (seeded, or replaying a decision log)."""
         self._wall0 = time.time()
         super().__init__(scenario, workdir, seed, target=scenario_target(scenario, target))
         self.hub_state = NodeState("not_started")
@@ -183,11 +196,20 @@ class ProcessBackend(Backend):
             options=options,
             reference_args=["--events", str(self.hub_events), *hub_arguments(options)],
         )
-        self.registry = ProxyRegistry(random.Random(seed))
+        self.scheduler: FrameScheduler | None = (
+            schedule.build(seed, {"scenario": scenario.name, "backend": self.name})
+            if schedule is not None
+            else None
+        )
+        self.registry = ProxyRegistry(random.Random(seed), scheduler=self.scheduler)
         self._clients: ClientAdapter | None = None
         self._admin: AdminAdapter | None = None
         self._tailer: asyncio.Task[None] | None = None
         self._watchers: set[asyncio.Task[None]] = set()
+
+    def schedule_report(self) -> dict[str, Any] | None:
+        """What the frame scheduler did (after teardown)."""
+        return schedule_report(self.scheduler) if self.scheduler is not None else None
 
     def _users(self) -> set[str]:
         users = {a.user for a in self.topology.agents.values()}
@@ -335,6 +357,8 @@ class ProcessBackend(Backend):
                     await adapter.close()
         with contextlib.suppress(Exception):
             await self.registry.close()
+        if self.scheduler is not None:
+            self.scheduler.close()
         self._ingest()
         if self._tailer is not None:
             self._tailer.cancel()
@@ -387,16 +411,22 @@ class ProcessBackend(Backend):
             raise BackendError(str(exc)) from None
         root = self.agent_root(spec)
         if not agent.target.is_reference:
+            if spec.control is not None:
+                raise BackendError(
+                    f"{spec.name}: a control-mode agent runs Tetherbed's own agent only "
+                    "(a third-party agent's control mode is checked by `tetherbed conform "
+                    "--control-command`)"
+                )
             return self._spawn_command(agent, hub_url, token, root)
         options = spec.options
-        args = [
-            "agent",
-            "--hub",
-            hub_url,
-            "--root",
-            str(root),
-            "--session-id",
-            spec.session,
+        args = ["agent", "--hub", hub_url]
+        if spec.control is None:
+            args += ["--root", str(root), "--session-id", str(spec.session)]
+        else:
+            for folder in spec.control["browse"]:
+                args += ["--browse-root", str((root / folder).resolve())]
+            args += ["--child-idle-exit", str(float(spec.control["child_idle_exit"]))]
+        args += [
             "--machine-id",
             spec.machine,
             "--journal",
@@ -609,6 +639,22 @@ class ProcessBackend(Backend):
             except TargetError as exc:
                 raise BackendError(str(exc)) from None
         return await self._clients.open(client.session, client.user)
+
+    async def open_machine_client(self, client: ClientSpec) -> SessionClient:
+        """The hub's machine endpoint (Tetherbed's hub API: docs/hub-api.md)."""
+        access = self.hub.access()
+        try:
+            token = access.tokens.get(client.user, "client")
+        except TargetError as exc:
+            raise BackendError(str(exc)) from None
+        url = f"{access.url}/v1/machines/{quote(str(client.machine), safe='')}/client"
+        try:
+            transport = await connect_websocket(
+                url, {"Authorization": f"Bearer {token}"}, ssl=access.ssl
+            )
+        except UpgradeRefused as exc:
+            raise OpenRefused(exc.status) from None
+        return FrameSessionClient(transport)
 
     async def revoke(self, session: str, user: str) -> None:
         await self._admin_call(f"revoke {session}", lambda admin: admin.revoke(session, user))

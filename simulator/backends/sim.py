@@ -10,6 +10,7 @@ history, byte for byte. The hub and agents are the real `HubCore` and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import uuid
 from collections.abc import Coroutine
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 from tetherbed.agent.audit.sink import NullAuditSink
 from tetherbed.agent.config import AgentConfig, Limits
+from tetherbed.agent.control.controller import ControlOperations
 from tetherbed.agent.dsh.transport import HubHttp
 from tetherbed.agent.hardware import HardwareConfig, SerialPorts
 from tetherbed.agent.local_llm import LocalLlm
@@ -26,7 +28,7 @@ from tetherbed.agent.runtime import AgentRuntime
 from tetherbed.hub.config import TUNABLE_OPTIONS, HubConfig, OwnershipPolicy
 from tetherbed.hub.dsh.config import DshConfig
 from tetherbed.hub.store import HubStore
-from tetherbed.runtime.transport import MessageTransport
+from tetherbed.runtime.transport import MessageTransport, UpgradeRefused
 from tetherbed.simulator.backends.base import Backend, BackendError, NodeState, prepare_root
 from tetherbed.simulator.faults import (
     AddHttpRule,
@@ -43,15 +45,19 @@ from tetherbed.simulator.peripherals.llm_server.runner import GenerationRunner
 from tetherbed.simulator.peripherals.serial_ports import DeviceSpec
 from tetherbed.simulator.proxy.ws.rules import MessageRule
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
+from tetherbed.simulator.sim.control_children import SimChildren, stepped_file_ops
 from tetherbed.simulator.sim.dsh.agent import hub_http
 from tetherbed.simulator.sim.dsh.hub import SimDshHub
 from tetherbed.simulator.sim.dsh.nodes import SimDshAgents
 from tetherbed.simulator.sim.hub_node import SimHub
 from tetherbed.simulator.sim.network import SimNetwork
 from tetherbed.simulator.sim.serial import SimSerialPort
-from tetherbed.simulator.sim.shell import run_sim_command
+from tetherbed.simulator.sim.shell import run_sim_command, sim_agent_environment
+from tetherbed.simulator.sim.stepped_calls import SteppedCalls
 from tetherbed.simulator.sim.tcp import SimTcp
 from tetherbed.simulator.targets import Target
+from tetherbed.simulator.targets.adapters import OpenRefused, SessionClient
+from tetherbed.simulator.targets.reference import FrameSessionClient
 from tetherbed.simulator.virtual_time import VirtualClock, VirtualTimeLoop
 from tetherbed.simulator.wiretap.scrub import Scrubber
 from tetherbed.wire.version import CURRENT_TEXT
@@ -104,6 +110,9 @@ class _AgentNode:
         #: The machine's virtual serial ports (`options.serial`), by name: the
         #: device core on the virtual clock; they outlive the agent's restarts.
         self.ports: dict[str, SimSerialPort] = {}
+        #: A control agent's children, one launcher per start (stopped with
+        #: the control agent, killed at teardown).
+        self.children: list[SimChildren] = []
 
     def release_ports(self) -> None:
         """The agent's process is gone: the ports it had open are free again."""
@@ -138,7 +147,9 @@ class SimBackend(Backend):
                 "the sim backend runs Tetherbed's own hub and agents in virtual time; "
                 "run a third-party target on the process backend"
             )
-        self.loop = VirtualTimeLoop()
+        # The seeded scheduler: what is ready at one virtual instant runs in an
+        # order this generator picks (its own stream: other draws stay as they were).
+        self.loop = VirtualTimeLoop(schedule=random.Random(f"{seed}/schedule"))
         self.clock = VirtualClock(self.loop)
         super().__init__(scenario, workdir, seed)
         self.recorder.scrub = Scrubber(workdir)
@@ -169,11 +180,23 @@ class SimBackend(Backend):
     def run(self, main: Coroutine[Any, Any, T]) -> T:
         asyncio.set_event_loop(self.loop)
         try:
-            return self.loop.run_until_complete(main)
+            with self.loop.fewer_collections():
+                return self.loop.run_until_complete(main)
         finally:
+            self.cancel_leftovers()
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
             asyncio.set_event_loop(None)
+
+    def cancel_leftovers(self) -> None:
+        """Tasks the teardown left behind (a hub's connection handler a held-back
+        wake-up had not yet finished) end before the loop closes, as
+        `asyncio.run` ends them, instead of being destroyed pending."""
+        leftovers = [task for task in asyncio.all_tasks(self.loop) if not task.done()]
+        for task in leftovers:
+            task.cancel()
+        if leftovers:
+            self.loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
 
     def now(self) -> float:
         return self.loop.time()
@@ -230,6 +253,8 @@ class SimBackend(Backend):
 
     async def teardown(self) -> None:
         for node in self.agents.values():
+            for children in node.children:
+                children.kill_all()
             if node.task is not None and not node.task.done():
                 node.task.cancel()
                 await asyncio.gather(node.task, return_exceptions=True)
@@ -259,7 +284,7 @@ class SimBackend(Backend):
                 self.clock,
                 self._hub_event,
             )
-            self.hub.start()
+            self.loop.owned_by(self.network.hub_owner).run(self.hub.start)
             config = hub_config(self.topology.hub.options)
             self.dsh_hub = SimDshHub(
                 self.tcp,
@@ -269,12 +294,12 @@ class SimBackend(Backend):
                 random.Random(f"{self.seed}/hub/dsh/{self.rng.getrandbits(32)}"),
                 keepalive_timeout=config.handshake_timeout,
             )
-            await self.dsh_hub.start()
+            await self._as(self.network.hub_owner, self.dsh_hub.start())
             self.hub_state = NodeState("running")
             self.recorder.event("hub", "started")
             return
         if node in self.dsh_agents:
-            await self.dsh_agents.start(node)
+            await self._as(node, self.dsh_agents.start(node))
             return
         agent = self.agents[node]
         if agent.state.status in ("running", "paused"):
@@ -283,7 +308,14 @@ class SimBackend(Backend):
         agent.runtime = self._runtime(agent)
         agent.state = NodeState("running")
         self._agent_event(agent, "started", {})
-        agent.task = asyncio.ensure_future(self._run_agent(agent, agent.runtime))
+        agent.task = self.loop.create_task(
+            self._run_agent(agent, agent.runtime), context=self.loop.owned_by(node)
+        )
+
+    async def _as(self, owner: str, work: Coroutine[Any, Any, T]) -> T:
+        """Run `work` as `owner` (the seeded scheduler's unit): what it starts
+        stays that node's, not the scenario runner's."""
+        return await self.loop.create_task(work, context=self.loop.owned_by(owner))
 
     async def _run_agent(self, agent: _AgentNode, runtime: AgentRuntime) -> None:
         try:
@@ -315,6 +347,8 @@ class SimBackend(Backend):
         )
         # One generator per agent start, derived from the run's seed.
         rng = random.Random(f"{self.seed}/{spec.name}/{agent.starts}")
+        if spec.control is not None:
+            return self._control_runtime(agent, config, rng)
         return AgentRuntime(
             config,
             connector=self.network.connector(spec.name),
@@ -324,15 +358,65 @@ class SimBackend(Backend):
             operations=DataOperations(
                 root=root,
                 clock=self.clock,
-                agent_env={},
+                agent_env=sim_agent_environment(root),
                 offload=False,
                 shell=run_sim_command,
                 local_llm=self._llm(agent),
                 serial_ports=agent.serial_ports(),
+                run_blocking=self._file_ops(agent),
             ),
             audit=NullAuditSink(),
             events=lambda event, **fields: self._agent_event(agent, event, fields),
         )
+
+    def _control_runtime(
+        self, agent: _AgentNode, config: AgentConfig, rng: random.Random
+    ) -> AgentRuntime:
+        """The machine's control agent: browse roots under its root, children
+        on this loop (`SimChildren`), grants signed with a key from the seed."""
+        spec = agent.spec
+        assert spec.control is not None
+        root = self.agent_root(spec)
+        roots = [str((root / folder).resolve()) for folder in spec.control["browse"]]
+        idle = float(spec.control["child_idle_exit"])
+        config = dataclasses.replace(
+            config, root="", session_id=None, browse_roots=roots, child_idle_exit=idle
+        )
+        serial = spec.options.get("file_ops", "overlapped") == "serial"
+        children = SimChildren(
+            connector=self.network.connector(spec.name),
+            clock=self.clock,
+            rng=random.Random(rng.getrandbits(64)),
+            file_ops=None if serial else stepped_file_ops,
+        )
+        agent.children.append(children)
+        return AgentRuntime(
+            config,
+            connector=self.network.connector(spec.name),
+            clock=self.clock,
+            rng=rng,
+            new_id=lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            operations=ControlOperations(
+                config,
+                browse_roots=roots,
+                grant_key=rng.randbytes(32),
+                clock=self.clock,
+                launcher=children,
+                machine_id=spec.machine,
+                offload=False,
+                new_token=lambda: f"{rng.getrandbits(128):032x}",
+                idle_exit_seconds=idle,
+            ),
+            audit=NullAuditSink(),
+            events=lambda event, **fields: self._agent_event(agent, event, fields),
+        )
+
+    def _file_ops(self, agent: _AgentNode) -> Any:
+        """Overlapping file operations (`stepped_calls`), unless `file_ops: serial`."""
+        if agent.spec.options.get("file_ops", "overlapped") == "serial":
+            return None
+        rng = random.Random(f"{self.seed}/{agent.spec.name}/{agent.starts}/files")
+        return SteppedCalls(rng).run
 
     async def stop(self, node: str) -> None:
         if node == "hub":
@@ -461,6 +545,19 @@ class SimBackend(Backend):
             f"sim://hub/v1/sessions/{client.session}/client",
             {"Authorization": f"Bearer {token}"},
         )
+
+    async def open_machine_client(self, client: ClientSpec) -> SessionClient:
+        self._tokens_for(client.user)
+        token = self.tokens[client.user, "client"]
+        connect = self.network.connector(f"client:{client.name}")
+        try:
+            transport = await connect(
+                f"sim://hub/v1/machines/{client.machine}/client",
+                {"Authorization": f"Bearer {token}"},
+            )
+        except UpgradeRefused as exc:
+            raise OpenRefused(exc.status) from None
+        return FrameSessionClient(transport, self.now)
 
     async def revoke(self, session: str, user: str) -> None:
         if self.hub is None:

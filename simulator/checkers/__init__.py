@@ -15,6 +15,7 @@ from typing import Any
 
 from tetherbed.simulator.checkers import (
     backoff_bounds,
+    control_children,
     crossed_answers,
     double_execution,
     exactly_one_answer,
@@ -58,6 +59,8 @@ MODULES: dict[str, ModuleType] = {
         chunks,
         keys,
         install_url,
+        # control mode (children of a machine's control agent)
+        control_children,
         # the hub's side of revocation (hub/admission.py)
         revocation,
     )

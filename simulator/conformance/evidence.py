@@ -108,7 +108,7 @@ def shorten_text(text: str) -> str:
         return text
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the interpreter's limit: still text
         return _cut(text, TEXT_PREVIEW)
     return json.dumps(_shorten(value), ensure_ascii=False, separators=(",", ":"))
 

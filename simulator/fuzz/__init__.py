@@ -1,1 +1,4 @@
-"""Property-based protocol fuzzing: strategies for every message, stateful machines, path properties, live targets."""
+"""Property-based protocol fuzzing.
+
+Strategies for every message, stateful machines, path properties, live targets.
+"""

@@ -4,6 +4,12 @@ Prints `tetherbed proxy API listening on http://HOST:PORT` once the API listens,
 then one `tetherbed proxy NAME listening on LISTEN -> UPSTREAM` line for each
 proxy given with --proxy (with the port actually bound when LISTEN used port 0).
 Exits 0 on SIGTERM or SIGINT after closing every proxy.
+
+`--schedule BOUND --schedule-seed N` (or `--replay DECISIONS`) puts every
+proxy's WebSocket messages under one frame scheduler and `--decisions FILE`
+writes its decision log (docs/explore.md): this is how the docker backend
+schedules the proxy beside each agent. `--schedule-as PROXY=LINK` names a
+proxy's frames in the log (the process backend's `agent-NAME`).
 """
 
 from __future__ import annotations
@@ -16,12 +22,20 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 
 from tetherbed.runtime import event_loop
 from tetherbed.runtime.event_log import EventLog
 from tetherbed.simulator.proxy import errors
 from tetherbed.simulator.proxy.addresses import parse_address
 from tetherbed.simulator.proxy.registry import ProxyRegistry
+from tetherbed.simulator.proxy.scheduler import (
+    BoundError,
+    DecisionLogError,
+    FrameScheduler,
+    ScheduleOptions,
+)
 from tetherbed.simulator.proxy.server import DEFAULT_API, ApiServer
 from tetherbed.simulator.wiretap.log import WireLog
 from tetherbed.simulator.wiretap.records import file_sink
@@ -52,6 +66,13 @@ def _record_spec(text: str) -> tuple[str, str, str]:
     if not name or not node or not path:
         raise argparse.ArgumentTypeError(f"expected PROXY=NODE=FILE, got {text!r}")
     return name, node, path
+
+
+def _link_spec(text: str) -> tuple[str, str]:
+    name, _, link = text.partition("=")
+    if not name or not link:
+        raise argparse.ArgumentTypeError(f"expected PROXY=LINK, got {text!r}")
+    return name, link
 
 
 def build_parser(prog: str = "tetherbed proxy") -> argparse.ArgumentParser:
@@ -92,7 +113,42 @@ def build_parser(prog: str = "tetherbed proxy") -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
+    schedule = parser.add_argument_group("frame scheduling (docs/explore.md)")
+    schedule.add_argument(
+        "--schedule", metavar="BOUND", help="hold WebSocket messages (TIME[,COUNT], e.g. 200ms)"
+    )
+    schedule.add_argument(
+        "--schedule-seed", type=int, default=0, help="the seed that draws the holds (default 0)"
+    )
+    schedule.add_argument("--replay", type=Path, metavar="DECISIONS", help="replay a decision log")
+    schedule.add_argument(
+        "--replay-wait", type=float, default=None, metavar="SECONDS", help="patience per frame"
+    )
+    schedule.add_argument("--decisions", type=Path, metavar="FILE", help="write the decision log")
+    schedule.add_argument(
+        "--schedule-as",
+        type=_link_spec,
+        action="append",
+        default=[],
+        metavar="PROXY=LINK",
+        help="the name of PROXY's frames in the decision log (default: PROXY)",
+    )
     return parser
+
+
+def _scheduler(args: argparse.Namespace) -> FrameScheduler | None:
+    """The frame scheduler the options ask for; BoundError/DecisionLogError if they are wrong."""
+    links = dict(args.schedule_as)
+    if args.replay is not None:
+        options = ScheduleOptions.replaying(args.replay, decisions=args.decisions)
+        if args.replay_wait is not None:
+            options = replace(options, wait=args.replay_wait)
+    elif args.schedule is not None:
+        options = ScheduleOptions.explore(args.schedule, decisions=args.decisions)
+    else:
+        return None
+    names = {links.get(name, name) for name, _, _ in args.proxy}
+    return options.build(args.schedule_seed, {"proxies": sorted(names)}, links=names)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -107,8 +163,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def _serve(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed) if args.seed is not None else None
+    try:
+        scheduler = _scheduler(args)
+    except (BoundError, DecisionLogError) as exc:
+        print(f"tetherbed proxy: {exc}", file=sys.stderr)
+        return 2
+    links = dict(args.schedule_as)
     registry = ProxyRegistry(
-        rng, websocket=not args.no_websocket, strip_extensions=not args.keep_extensions
+        rng,
+        websocket=not args.no_websocket,
+        strip_extensions=not args.keep_extensions,
+        scheduler=scheduler,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -122,6 +187,7 @@ async def _serve(args: argparse.Namespace) -> int:
             if name in logs:
                 node, log = logs[name]
                 recorded = {"wire": WireLog(node, file_sink(log)), "wire_clock": time.time}
+            recorded["schedule_link"] = links.get(name, name)
             await registry.create(name, listen, upstream, **recorded)
         address = await api.start()
     except (errors.ProxyError, OSError) as exc:
@@ -139,6 +205,8 @@ async def _serve(args: argparse.Namespace) -> int:
     finally:
         await api.stop()
         await registry.close()
+        if scheduler is not None:
+            scheduler.close()
         for _, log in logs.values():
             log.close()
     return 0

@@ -24,6 +24,8 @@ from tetherbed.simulator.proxy.chain import ToxicChain
 from tetherbed.simulator.proxy.events import Signal
 from tetherbed.simulator.proxy.http.session import HttpSession, Replay, ResetConnection
 from tetherbed.simulator.proxy.pump import DirectionPump
+from tetherbed.simulator.proxy.scheduler.driver import ScheduledConnection
+from tetherbed.simulator.proxy.scheduler.frames import DOWN, UP
 from tetherbed.simulator.proxy.streams import DOWNSTREAM, STREAMS, UPSTREAM, Stream
 from tetherbed.simulator.proxy.ws.handshake import MAX_HEAD
 from tetherbed.simulator.proxy.ws.session import (
@@ -43,6 +45,7 @@ READ_SIZE = 64 * 1024
 #: How long an unreachable upstream's connecting side may take to show its request.
 UNREACHABLE_READ = 0.25
 _OTHER: dict[Stream, Stream] = {UPSTREAM: DOWNSTREAM, DOWNSTREAM: UPSTREAM}
+_DIRECTION: dict[Stream, str] = {UPSTREAM: UP, DOWNSTREAM: DOWN}
 
 
 def abort_with_rst(writer: asyncio.StreamWriter) -> None:
@@ -73,6 +76,8 @@ class ProxiedConnection:
         self._chains: dict[Stream, ToxicChain] = {}
         self._pumps: dict[Stream, DirectionPump] = {}
         self._session: WsSession | HttpSession | None = None
+        #: This connection's handle on the run's frame scheduler, when one is on.
+        self._scheduled: ScheduledConnection | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._timers: set[asyncio.TimerHandle] = set()
         self._partition_timer: asyncio.TimerHandle | None = None
@@ -138,6 +143,8 @@ class ProxiedConnection:
                 strip_extensions=self._proxy.strip_extensions,
                 close_timeout=self._proxy.close_timeout,
             )
+            if self._proxy.scheduler is not None:
+                self._scheduled = self._proxy.scheduler.open(self._proxy.schedule_link)
         for stream in STREAMS:
             self._tasks.append(asyncio.create_task(self._read(stream, readers[stream])))
             self._tasks.append(asyncio.create_task(self._write(stream)))
@@ -162,6 +169,8 @@ class ProxiedConnection:
         self._dialable.set()
 
     def _finish(self) -> None:
+        if self._scheduled is not None:
+            self._scheduled.close()
         for task in self._tasks:
             if task is not asyncio.current_task():
                 task.cancel()
@@ -281,10 +290,20 @@ class ProxiedConnection:
         now = self._now()
         for action in actions:
             match action:
-                case Send(stream, data):
-                    self._chains[stream].feed(data, now)
+                case Send(stream, data, frame):
+                    if frame and self._scheduled is not None:
+                        self._scheduled.submit(
+                            _DIRECTION[stream], data, lambda s=stream, d=data: self._deliver(s, d)
+                        )
+                    else:
+                        self._chains[stream].feed(data, now)
                 case SendEof(stream):
-                    self._chains[stream].feed(Signal.EOF, now)
+                    if self._scheduled is not None:  # after the frames still held
+                        self._scheduled.when_drained(
+                            _DIRECTION[stream], lambda s=stream: self._deliver(s, Signal.EOF)
+                        )
+                    else:
+                        self._chains[stream].feed(Signal.EOF, now)
                 case CallAt(when, token):
                     self._call_at(when, lambda token=token: self._on_timer(token))
                 case ResetConnection(reason):
@@ -297,6 +316,11 @@ class ProxiedConnection:
                     log.debug("%s %s: ending: %s", self._proxy.name, self.client, reason)
                     for chain in self._chains.values():
                         chain.feed(Signal.CLOSE, now)
+
+    def _deliver(self, stream: Stream, event: bytes | Signal) -> None:
+        """The frame scheduler released a frame (or a half-close after them)."""
+        if not self._done.is_set():
+            self._chains[stream].feed(event, self._now())
 
     def _on_timer(self, token: int) -> None:
         if self._session is not None and not self._done.is_set():

@@ -28,6 +28,7 @@ from tetherbed.simulator.proxy.connection import ProxiedConnection
 from tetherbed.simulator.proxy.http.replay import replay_request
 from tetherbed.simulator.proxy.http.rules import HttpRule, HttpRuleBook
 from tetherbed.simulator.proxy.partition import Partition, Partitions
+from tetherbed.simulator.proxy.scheduler.driver import FrameScheduler
 from tetherbed.simulator.proxy.streams import Stream, select_streams
 from tetherbed.simulator.proxy.toxics import Toxic
 from tetherbed.simulator.proxy.ws.rules import MessageRule, RuleBook, check_close
@@ -54,6 +55,8 @@ class FaultProxy:
         upstream_ssl: ssl.SSLContext | None = None,
         upstream_hostname: str | None = None,
         http: bool = False,
+        scheduler: FrameScheduler | None = None,
+        schedule_link: str | None = None,
     ) -> None:
         """`rng` drives every random choice (toxicity, jitter, slice sizes); seed it
         to reproduce them. `websocket` turns on frame parsing after an HTTP upgrade;
@@ -69,7 +72,12 @@ class FaultProxy:
 
         `http` reads every connection as HTTP/1.1 instead (an SSE agent's
         link), so that HTTP rules (`add_http_rule`) can drop or replay whole
-        requests and responses."""
+        requests and responses.
+
+        `scheduler` (shared by the proxies of a run) holds every WebSocket
+        message and releases it in its seeded or replayed order
+        (`proxy/scheduler/`); None forwards at once. `schedule_link` names this
+        proxy's frames in the decision log (default: its name)."""
         self.name = name
         self._listen = parse_address(listen, "listen")
         self.upstream_address = parse_address(upstream, "upstream")
@@ -85,6 +93,8 @@ class FaultProxy:
         self.partitions = Partitions()
         self.rules = RuleBook()
         self.http = http
+        self.scheduler = scheduler
+        self.schedule_link = schedule_link or name
         self.http_rules = HttpRuleBook()
         self._rng = rng if rng is not None else random.Random()
         self._toxics: list[Toxic] = []

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from tetherbed.simulator.scenario import dsh, generation, schema
+from tetherbed.simulator.scenario import control, dsh, generation, schema
 from tetherbed.simulator.scenario.model import (
     AgentSpec,
     ClientSpec,
@@ -104,6 +104,7 @@ def parse(data: Any, path: Path | None = None, backend: str | None = None) -> Sc
         steps.append(Step(index, kind, args))
     check_plugging(steps, where.file)
     dsh.check_order([(s.kind, s.args) for s in steps], topology, where)
+    control.check_order([(s.kind, s.args) for s in steps], where)
     return Scenario(
         name=top["name"],
         path=path,
@@ -134,6 +135,7 @@ def context_of(
         "sessions": topology.sessions(),
         "checkers": schema.CHECKER_NAMES,
         **dsh.context_names(topology),
+        **control.context_names(topology),
     }
     if keys is not None:
         names["keys"] = keys
@@ -156,9 +158,10 @@ def check_topology(raw: Any, where: Where, backend: str | None = None) -> Topolo
             command=list(spec["command"]) if "command" in spec else None,
             transport=spec["transport"],
             token_of=spec.get("token_of"),
+            control=dict(spec["control"]) if "control" in spec else None,
         )
     clients = {
-        name: ClientSpec(name, spec.get("session"), spec["user"], spec["api"])
+        name: ClientSpec(name, spec.get("session"), spec["user"], spec["api"], spec.get("machine"))
         for name, spec in checked["clients"].items()
     }
     return Topology(HubSpec(options=dict(hub["options"]), url=hub.get("url")), agents, clients)

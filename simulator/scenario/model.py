@@ -19,7 +19,9 @@ WEBSOCKET, SSE = "websocket", "sse"
 TRANSPORTS = (WEBSOCKET, SSE)
 #: A client's API: a local-executor session, or dsh-computers' browser API and model tools.
 LOCAL_EXECUTOR, DSH = "local-executor", "dsh"
-CLIENT_APIS = (LOCAL_EXECUTOR, DSH)
+#: A machine's control connection through the hub (`simulator/scenario/control.py`).
+MACHINE = "machine"
+CLIENT_APIS = (LOCAL_EXECUTOR, DSH, MACHINE)
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,9 @@ class AgentSpec:
     transport: str = WEBSOCKET
     #: SSE agents: start with this other agent's saved connection (its token).
     token_of: str | None = None
+    #: Control mode (`control:`): browse roots (relative to `root`) and the
+    #: children's idle stop; None for an agent serving one session.
+    control: dict[str, Any] | None = None
 
     @property
     def shell(self) -> bool:
@@ -59,6 +64,8 @@ class ClientSpec:
     session: str | None = None
     user: str = "alice"
     api: str = LOCAL_EXECUTOR
+    #: The machine a machine client (`api: machine`) drives.
+    machine: str | None = None
 
     @property
     def dsh(self) -> bool:

@@ -23,7 +23,7 @@ from tetherbed.simulator.faults import FAULT_KINDS
 from tetherbed.simulator.history import EVENTS
 from tetherbed.simulator.peripherals.llm_server.config import FAILURE_MODES
 from tetherbed.simulator.peripherals.serial_device import PINNABLE, SPEEDS, pin_problem
-from tetherbed.simulator.scenario import dsh
+from tetherbed.simulator.scenario import control, dsh
 from tetherbed.simulator.validation import (
     Anything,
     Boolean,
@@ -203,6 +203,12 @@ AGENT_OPTIONS = Record(
         "protocol_version": Field(Text()),
         "defects": Field(ListOf(Text(tuple(sorted(AGENT_DEFECTS))))),
         "files": Field(MapOf(Text(nonempty=False)), doc="initial files: {path: content}"),
+        "file_ops": Field(
+            Text(("overlapped", "serial")),
+            doc="sim only: 'serial' runs file operations one at a time, atomically "
+            "(how the sim ran them before they overlapped as on a real machine)",
+            backends=frozenset({"sim"}),
+        ),
         "llm": Field(
             LLM_OPTIONS,
             doc="a local Ollama-compatible server for this agent",
@@ -219,13 +225,19 @@ AGENT_OPTIONS = Record(
 WEBSOCKET_AGENT = Record(
     {
         "machine": Field(Text()),
-        "session": Field(Text(), required=True),
+        "session": Field(Text()),
         "user": Field(Text(), default="alice"),
         "root": Field(Text()),
         "options": Field(AGENT_OPTIONS, default={}),
         "command": Field(ListOf(Text(), nonempty=True), backends=frozenset({"process", "docker"})),
+        "control": Field(
+            control.CONTROL,
+            doc="the machine's control-mode agent (instead of `session:`)",
+            backends=control.BACKENDS,
+        ),
     },
     noun="an agent",
+    rules=(control.session_or_control,),
 )
 AGENT = Switch(
     "transport",
@@ -241,8 +253,8 @@ SESSION_CLIENT = Record(
 )
 CLIENT = Switch(
     "api",
-    {"local-executor": SESSION_CLIENT, "dsh": dsh.CLIENT},
-    backends={"dsh": dsh.BACKENDS},
+    {"local-executor": SESSION_CLIENT, "dsh": dsh.CLIENT, "machine": control.MACHINE_CLIENT},
+    backends={"dsh": dsh.BACKENDS, "machine": control.BACKENDS},
     default="local-executor",
     noun="api",
 )
@@ -496,6 +508,7 @@ STEPS: Mapping[str, Spec] = {
     "plug": PLUGGING,
     **SERIAL_REQUESTS,
     **dsh.STEPS,
+    **control.STEPS,
 }
 STEP = Tagged(STEPS)
 

@@ -39,12 +39,21 @@ from tetherbed.simulator.proxy.events import Event, Signal
 from tetherbed.simulator.proxy.streams import DOWNSTREAM, UPSTREAM, Stream
 from tetherbed.simulator.proxy.toxics import Toxic
 from tetherbed.simulator.proxy.ws.rules import ACTIONS, MessageRule, RuleBook
+from tetherbed.simulator.virtual_time import owned_by
 from tetherbed.simulator.wiretap.log import WireConnection, WireLog
 from tetherbed.simulator.wiretap.records import DOWN, UP
 
 #: Base one-way latency of every link, and its jitter (seconds).
 BASE_LATENCY = 0.001
 BASE_JITTER = 0.0005
+#: Exploration: one message in STRAGGLER_ODDS is held back a seeded extra
+#: delay of up to STRAGGLER_DELAY seconds (a busy host, a retransmission), so
+#: messages on different connections overtake each other from seed to seed.
+#: Per connection, messages stay in order.
+STRAGGLER_ODDS = 4
+STRAGGLER_DELAY = 0.004
+#: The longest the network's own latency can be.
+MAX_LATENCY = BASE_LATENCY + BASE_JITTER + STRAGGLER_DELAY
 #: How long a connect waits behind a partition before it times out.
 OPEN_TIMEOUT = 10.0
 #: Bytes one direction of a connection holds unread before its sender waits:
@@ -53,6 +62,8 @@ WINDOW_BYTES = 4 * 1024 * 1024
 #: The network's directions → the proxy's streams (a node is the proxy's client).
 STREAM_OF: dict[str, Stream] = {"up": UPSTREAM, "down": DOWNSTREAM}
 _NO_REORDER = ACTIONS - {"reorder"}
+#: Whose callbacks the hub's connection handlers are (the seeded scheduler's owner).
+HUB_OWNER = "hub"
 #: Where a connection is accepted: when a `reissue` rule's copies are sent.
 _ACCEPTED = "HELLO_ACK"
 
@@ -193,6 +204,9 @@ class _Pipe:
         #: Set while the window has room; senders wait on it.
         self.room = asyncio.Event()
         self.room.set()
+        #: This direction of the link is its own owner for the seeded scheduler:
+        #: deliveries on different links due at one instant come in a seeded order.
+        self.context = owned_by(f"{link.name}/{direction}")
         self.sync_toxics()
 
     @property
@@ -332,14 +346,18 @@ class _Pipe:
         self.last_at = at
         self.in_flight.append((at, item))
         if self.timer is None:
-            self.timer = loop.call_at(at, self._arrive)
+            self.timer = loop.call_at(at, self._arrive, context=self.context)
 
     def _arrive(self) -> None:
         loop = asyncio.get_running_loop()
         now = loop.time()
         while self.in_flight and self.in_flight[0][0] <= now:
             self.target.deliver(self.in_flight.popleft()[1])
-        self.timer = loop.call_at(self.in_flight[0][0], self._arrive) if self.in_flight else None
+        self.timer = (
+            loop.call_at(self.in_flight[0][0], self._arrive, context=self.context)
+            if self.in_flight
+            else None
+        )
 
     # --- reorder -------------------------------------------------------------------
 
@@ -507,8 +525,15 @@ Admit = Callable[[str, Mapping[str, str]], tuple[int, bytes] | None]
 
 
 class SimNetwork:
-    def __init__(self, rng: random.Random, *, window_bytes: int = WINDOW_BYTES) -> None:
+    #: The seeded scheduler's owner of the hub's side of every connection.
+    hub_owner = HUB_OWNER
+
+    def __init__(
+        self, rng: random.Random, *, window_bytes: int = WINDOW_BYTES, stragglers: bool = True
+    ) -> None:
         self.rng = rng
+        #: Whether some messages take a seeded extra delay (STRAGGLER_DELAY).
+        self.stragglers = stragglers
         self.window_bytes = window_bytes
         self.links: dict[str, Link] = {}
         self._admit: Admit | None = None
@@ -531,8 +556,12 @@ class SimNetwork:
         self._admit = self._serve = None
 
     def delay(self) -> float:
-        """The network's own one-way latency, with its seeded jitter."""
-        return BASE_LATENCY + self.rng.uniform(0.0, BASE_JITTER)
+        """The network's own one-way latency, with its seeded jitter and stragglers."""
+        rng = self.rng
+        delay = BASE_LATENCY + rng.uniform(0.0, BASE_JITTER)
+        if self.stragglers and rng.randrange(STRAGGLER_ODDS) == 0:
+            delay += rng.uniform(0.0, STRAGGLER_DELAY)
+        return delay
 
     def connector(self, node: str) -> Callable[[str, Mapping[str, str]], Awaitable[SimEndpoint]]:
         link = self.link(node)
@@ -578,7 +607,9 @@ class SimNetwork:
             link.endpoints.update(dict.fromkeys((node_end, hub_end)))
             link.pipes.update(dict.fromkeys((node_end.out, hub_end.out)))
             serve = self._serve
-            task = asyncio.ensure_future(serve(hub_end, path, headers))
+            task = asyncio.get_running_loop().create_task(
+                serve(hub_end, path, headers), context=owned_by(HUB_OWNER)
+            )
             self._serving.add(task)
             task.add_done_callback(self._serving.discard)
             return node_end

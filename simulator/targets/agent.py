@@ -17,6 +17,9 @@ of a scenario:
 | `{protocol_version}` | the protocol version it should claim (default `1.1`) |
 | `{ollama_url}` | the agent's local LLM server (`options.llm`), else empty |
 | `{serial_ports}` | its virtual serial ports (`options.serial`): `PATH=DESC,...`, else empty |
+| `{usb_devices}` | a USB device to advertise, `VID:PID=DESC` (conformance cases), else empty |
+| `{gpio_lines}` | a GPIO line to advertise, `CHIP:LINE=DESC` (conformance cases), else empty |
+| `{recycle_bin}` | the folder its recycle-bin delete mode uses (conformance cases), else empty |
 
 The same placeholders work in `env`. The token is also always in the
 environment as `TETHERBED_AGENT_TOKEN`. Tetherbed's own agent is the default
@@ -52,6 +55,9 @@ PLACEHOLDERS = (
     "protocol_version",
     "ollama_url",
     "serial_ports",
+    "usb_devices",
+    "gpio_lines",
+    "recycle_bin",
 )
 DEFAULT_SHELL_FLAG = "--enable-shell"
 

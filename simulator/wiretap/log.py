@@ -131,6 +131,10 @@ class WireConnection:
             kept = _kept(payload)
             value["payload"] = kept
             self._learn(envelope.type, kept)
+        elif envelope.type in r.SESSION_NAMED:
+            named = _kept(payload)
+            if isinstance(named, dict) and isinstance(named.get("session_id"), str):
+                value["session_id"] = named["session_id"]
         self.emit(r.FRAME, value, now)
 
     def control(self, direction: str, kind: str, now: float) -> None:

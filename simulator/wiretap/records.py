@@ -21,7 +21,10 @@ reached the node, `up` is what the node sent, before any fault acted on it.
 | `close` | `dir`, `by` (`node`/`hub`), `code`, `reason`, `first` | a Close frame |
 | `end` | `how` (`closed`/`reset`), `clean` | the TCP connection is over |
 
-A frame also has `pending_capacity` when its envelope carries one.
+A frame also has `pending_capacity` when its envelope carries one, and
+`session_id` when it is a control-plane frame naming a session
+(`SESSION_NAMED`: attach, activate, restore, detach and their answers; the
+rest of their payload, a root grant among it, is not kept).
 `frame.type` is the envelope's `type`, or `ws.ping`, `ws.pong`, `ws.binary`,
 `ws.text` (text that is no JSON envelope). `digest` is `wiretap.digest.
 payload_digest` of the payload: the same digest the scenario client records
@@ -61,6 +64,11 @@ UP, DOWN = "up", "down"
 PAYLOAD_KEPT = frozenset(
     {"HELLO", "HELLO_ACK", "SESSION_REVOKED", "ERROR", "STATUS"}
     | {str(kind) for kind in serial_io.SerialMessageType}
+)
+#: Control-plane frames whose `session_id` the record keeps (see the module).
+SESSION_NAMED = frozenset(
+    {"ATTACH_SESSION", "ACTIVATE_SESSION", "RESTORE_SESSION", "DETACH_SESSION"}
+    | {"SESSION_ATTACHED", "SESSION_ACTIVATED", "SESSION_RESTORED"}
 )
 #: Longest text kept inside a kept payload (an ERROR message, say).
 TEXT_KEPT = 200

@@ -1,4 +1,4 @@
-"""`make conform-defects`: every planted defect against its whole suite (long: about 25 min).
+"""`make conform-defects`: every planted defect against its whole suite (long: about 40 min).
 
     python -m tests.conformance.full_defects [NAME ...]
 

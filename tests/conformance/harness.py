@@ -14,22 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tetherbed.simulator.conformance.agent.environment import REFERENCE_CONTROL, REFERENCE_DATA
+
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 #: Generous: a suite takes well under this; a hang must still end the test.
 RUN_TIMEOUT = 600
 
-#: Tetherbed's own agent as a command template (data and control mode).
-AGENT = [
-    PYTHON, "-m", "tetherbed", "agent", "--hub", "{hub_url}", "--token", "{token}",
-    "--session-id", "{session}", "--root", "{root}", "--machine-id", "{machine}",
-    "--state-dir", "{state}", "{shell_flag}", "--max-concurrent", "{max_concurrent}",
-    "--protocol-version", "{protocol_version}",
-]  # fmt: skip
-CONTROL = [
-    PYTHON, "-m", "tetherbed", "agent", "--hub", "{hub_url}", "--token", "{token}",
-    "--browse-root", "{root}", "--machine-id", "{machine}", "--state-dir", "{state}",
-]  # fmt: skip
+#: Tetherbed's own agent as a command template (data and control mode): the
+#: suite's own, so a defect run differs from the reference run only by its flags.
+AGENT = list(REFERENCE_DATA)
+CONTROL = list(REFERENCE_CONTROL)
 MINIMAL_AGENT = [
     PYTHON, str(ROOT / "tests" / "third_party" / "minimal_agent.py"), "--url", "{hub_url}",
     "--token", "{token}", "--session", "{session}", "--root", "{root}",
@@ -38,6 +33,7 @@ MINIMAL_AGENT = [
 ]  # fmt: skip
 NATIVE = [PYTHON, "-m", "tetherbed", "native", "--stdio", "--password-fd", "3", "--video-ws",
           "--quality", "low"]  # fmt: skip
+NATIVE_DOCTOR = [PYTHON, "-m", "tetherbed", "native", "doctor", "--json"]
 
 
 def with_flags(template: list[str], *flags: str) -> list[str]:

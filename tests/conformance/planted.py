@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from tests.conformance.harness import AGENT, CONTROL, NATIVE, with_flags
+from tests.conformance.harness import AGENT, CONTROL, NATIVE, NATIVE_DOCTOR, with_flags
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,11 @@ class Planted:
 
 def agent(name: str, fails: set[str], families: tuple[str, ...], *, display: bool = False,
           exclude: tuple[str, ...] = (), flags: tuple[str, ...] = (),
-          cases: tuple[str, ...] = ()) -> Planted:  # fmt: skip
+          cases: tuple[str, ...] = (), profile: tuple[str, ...] = ()) -> Planted:  # fmt: skip
     flags = flags or ("--defect", name)
     args = ("--control-command", " ".join(with_flags(CONTROL, *flags)))
+    for reading in profile:
+        args = (*args, "--profile", reading)
     if display:
         args = ("--xvfb", *args)
     return Planted(
@@ -62,11 +64,29 @@ def hub(name: str, fails: set[str], families: tuple[str, ...], *, warns: set[str
 
 
 def native(name: str, fails: set[str], families: tuple[str, ...], *,
-           exclude: tuple[str, ...] = (), cases: tuple[str, ...] = ()) -> Planted:  # fmt: skip
+           exclude: tuple[str, ...] = (), cases: tuple[str, ...] = (),
+           args: tuple[str, ...] = ()) -> Planted:  # fmt: skip
     return Planted(
         name, "native", f"tetherbed native --defect {name}", frozenset(fails),
         families=families, command=tuple(with_flags(NATIVE, "--defect", name)),
-        exclude=exclude, cases=cases,
+        exclude=exclude, cases=cases, args=args,
+    )  # fmt: skip
+
+
+def dsh_hub(name: str, fails: set[str], families: tuple[str, ...], *,
+            cases: tuple[str, ...] = ()) -> Planted:  # fmt: skip
+    flag = f"--dsh-defect={name}"
+    return Planted(
+        name, "dsh-hub", f"tetherbed hub {flag}", frozenset(fails), families=families,
+        args=(f"--hub-arg={flag}",), cases=cases,
+    )  # fmt: skip
+
+
+def dsh_agent(name: str, fails: set[str], families: tuple[str, ...], *,
+              cases: tuple[str, ...] = ()) -> Planted:  # fmt: skip
+    return Planted(
+        name, "dsh-agent", f"tetherbed agent --transport sse run --defect {name}",
+        frozenset(fails), families=families, args=(f"--run-arg=--defect={name}",), cases=cases,
     )  # fmt: skip
 
 
@@ -119,7 +139,7 @@ PLANTED += [
     agent("no_status_edge", {"LE-status-edge"}, ("capacity",), exclude=SLOW_AGENT[:1]),
     agent(
         "ignore_grants",
-        {"LE-hello-grants-enforced", "LE-cu-not-granted"},
+        {"LE-hello-grants-enforced", "LE-cu-not-granted", "LE-serial-not-negotiated"},
         ("hello", "computer_use"),
         display=True,
         exclude=(
@@ -192,6 +212,45 @@ PLANTED += [
 ]
 
 PLANTED += [
+    agent(
+        "llm_chunk_finish_reason",
+        {"LE-llm-chunk-finish-reason", "LE-llm-failed-midstream"},
+        ("local_llm",),
+        cases=(
+            "LE-llm-chunk-finish-reason",
+            "LE-llm-failed-midstream",
+            "LE-llm-response-assembled",
+            "LE-llm-no-stream",
+        ),
+    ),
+    agent(
+        "llm_busy_unenforced",
+        {"LE-llm-busy"},
+        ("local_llm",),
+        cases=("LE-llm-busy", "LE-llm-stream-chunks", "LE-llm-failed"),
+    ),
+    agent(
+        "serial_without_negotiation",
+        {"LE-serial-not-negotiated"},
+        ("serial_io",),
+        cases=(
+            "LE-serial-not-negotiated",
+            "LE-serial-round-trip",
+            "LE-serial-offered-with-hardware",
+        ),
+    ),
+    # Refusing device names off Windows is one reading of PATH_RESERVED_NAME:
+    # the defect fails under `--profile reserved-names=every-os` (the default
+    # `either` accepts both behaviours).
+    agent(
+        "accept_reserved_names",
+        {"LE-files-reserved-name-write", "LE-files-reserved-name-move"},
+        ("reserved_names",),
+        profile=("reserved-names=every-os",),
+    ),
+]
+
+PLANTED += [
     hub("grant_unadvertised", {"LE-hub-ack-granted-subset"}, ("handshake",)),
     hub(
         "no_ping",
@@ -212,6 +271,7 @@ PLANTED += [
         ("requests", "retry"),
     ),
     hub("shared_ids", {"LE-hub-ids-not-crossed"}, ("requests",)),
+    hub("llm_without_models", {"LE-hub-llm-unavailable"}, ("local_llm",)),
     # A relay-performance defect the spec has no rule for: it fails no case
     # (the simulator's head-of-line scenario catches it).
     hub("head_of_line", set(), ("requests",)),
@@ -269,6 +329,15 @@ PLANTED += [
     ),
     native("blocked_pipe_never_exits", {"CD-output-blocked-pipe"}, ("output",)),
     native(
+        "doctor_pipe_only",
+        {"CD-doctor-json", "CD-doctor-hello-agree"},
+        ("doctor",),
+        args=(
+            "--doctor-command",
+            " ".join([*NATIVE_DOCTOR, "--defect", "doctor_pipe_only"]),
+        ),
+    ),
+    native(
         "ticket_reusable",
         {"CD-video-ticket-once"},
         ("video",),
@@ -295,6 +364,68 @@ PLANTED += [
         },
         ("envelope",),
         flags=("--strict-wire",),
+    ),
+]
+
+PLANTED += [
+    dsh_hub(
+        "reusable_key",
+        {"DSH-enroll-key-single-use", "DSH-keys-one-pending"},
+        ("enrollment",),
+        cases=(
+            "DSH-enroll-key-single-use",
+            "DSH-keys-one-pending",
+            "DSH-enroll-answer",
+            "DSH-key-status",
+        ),
+    ),
+    dsh_hub(
+        "token_in_clear",
+        {"DSH-auth-token-at-rest"},
+        ("auth",),
+        cases=("DSH-auth-token-at-rest", "DSH-auth-bearer-required", "DSH-events-hello"),
+    ),
+    dsh_hub(
+        "presence_from_heartbeat",
+        {"DSH-presence-stream"},
+        ("presence",),
+        cases=("DSH-presence-stream", "DSH-presence-health", "DSH-delete-kicks"),
+    ),
+    dsh_hub(
+        "chunks_out_of_order",
+        {"DSH-chunks-in-order"},
+        ("exec",),
+        cases=("DSH-chunks-in-order", "DSH-exec-dispatch"),
+    ),
+    dsh_hub(
+        "install_url_from_forwarded_header",
+        {"DSH-install-url-forwarded"},
+        ("install",),
+        cases=("DSH-install-url-forwarded", "DSH-join-sh", "DSH-keys-answer"),
+    ),
+    dsh_agent(
+        "ignore_cancel",
+        {"DSH-agent-cancel"},
+        ("exec",),
+        cases=("DSH-agent-cancel", "DSH-agent-exec-timeout"),
+    ),
+    dsh_agent(
+        "constant_seq",
+        {"DSH-agent-chunks-seq"},
+        ("exec",),
+        cases=("DSH-agent-chunks-seq", "DSH-agent-no-stream-old-host"),
+    ),
+    dsh_agent(
+        "seq_from_one",
+        {"DSH-agent-chunks-seq"},
+        ("exec",),
+        cases=("DSH-agent-chunks-seq", "DSH-agent-exec-result"),
+    ),
+    dsh_agent(
+        "reconnect_immediately",
+        {"DSH-agent-reconnect-backoff"},
+        ("stream",),
+        cases=("DSH-agent-reconnect-backoff", "DSH-agent-reconnect-after-end"),
     ),
 ]
 

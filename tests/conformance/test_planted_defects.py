@@ -107,3 +107,27 @@ def test_the_documented_table_is_this_table() -> None:
         assert line is not None, planted.switch
         for case_id in planted.fails | planted.warns:
             assert f"`{case_id}`" in line, (planted.switch, case_id)
+
+
+def test_dsh_hub_other_readings(tmp_path: Path) -> None:
+    """A hub that reads forwarded headers (cleanly) and cancels at timeout passes under the
+    readings that allow it: the profiles, not the cases, decide those two."""
+    report = conform(
+        "dsh-hub",
+        "--hub-arg=--dsh-defect=install_url_from_forwarded_header",
+        "--hub-arg=--dsh-no-promote-on-timeout",
+        "--profile",
+        "install-url-source=forwarded",
+        "--profile",
+        "timeout-outcome=cancel",
+        "--case",
+        "DSH-install-url-forwarded",
+        "--case",
+        "DSH-exec-timeout",
+        tmp=tmp_path,
+    )
+    assert report.exit_code == 0 and report.ids("pass") == {
+        "DSH-install-url-forwarded",
+        "DSH-exec-timeout",
+    }, report.output[-2000:]
+    assert report.data["profile"]["timeout-outcome"] == "cancel"

@@ -20,9 +20,9 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.native.harness import NativeProcess
-from tests.native.screen_noise import ScreenNoise
 from tetherbed.agent.native.video.frames import CDN1, CDV1, nal_unit_types
 from tetherbed.agent.native.video.viewer import Viewer
+from tetherbed.simulator.peripherals.screen_noise import ScreenNoise
 
 pytestmark = pytest.mark.xvfb
 ORIGIN = "http://127.0.0.1:4173"

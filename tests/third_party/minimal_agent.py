@@ -11,7 +11,12 @@ connection, no computer use, no local LLM), only honest about what it does.
         --root /tmp/root --machine laptop-1 [--enable-shell] [--max-concurrent 4]
 
 Deliberate deviations for mutation tests: `--backoff-cap SECONDS` (the spec
-says 60).
+says 60). `--plant-race` (or `MINIMAL_AGENT_PLANT_RACE=1`; off by default)
+plants a race for the frame scheduler to find: the request being served is
+kept in one field of the shim instead of in each answer's task, so an answer
+finished after the next request arrived carries that request's id. It only
+shows when a second request reaches the shim before the first is answered,
+i.e. under some frame orders and not others (docs/explore.md).
 """
 
 from __future__ import annotations
@@ -296,6 +301,8 @@ class Shim:
         self.revoked = False
         self.socket: ClientConnection | None = None
         self.stopped = asyncio.Event()
+        #: The planted race's shared state: the last request that arrived.
+        self.serving: Any = None
 
     # --- the connection loop ------------------------------------------------------
 
@@ -413,6 +420,7 @@ class Shim:
                     await self.error(socket, request_id, "SHIM_OVERLOADED", "at max_concurrent")
                 else:
                     self.in_flight += 1
+                    self.serving = request_id
                     task = asyncio.create_task(self.answer(socket, kind, request_id, frame))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
@@ -430,6 +438,8 @@ class Shim:
             reply, payload = "ERROR", failure(refusal.code, str(refusal))
         except Exception as exc:
             reply, payload = "ERROR", failure("INTERNAL_ERROR", str(exc))
+        if self.args.plant_race:  # the planted bug: whoever arrived last
+            request_id = self.serving
         was_full = self.in_flight >= self.limit
         self.in_flight -= 1
         if self.revoked:
@@ -490,6 +500,12 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protocol-version", default=VERSION)
     parser.add_argument("--backoff-cap", type=float, default=60.0)
     parser.add_argument("--ca", help="CA bundle to trust for a wss:// URL")
+    parser.add_argument(
+        "--plant-race",
+        action="store_true",
+        default=os.environ.get("MINIMAL_AGENT_PLANT_RACE", "") not in ("", "0"),
+        help="answer with the id of the request that arrived last (a planted race)",
+    )
     args = parser.parse_args(argv)
     shim = Shim(args)
     loop = asyncio.get_running_loop()

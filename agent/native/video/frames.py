@@ -22,14 +22,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from tetherbed.agent.native.video.flow import OutFrame
+from tetherbed.wire import crossdesk
 
-#: The two `automation_video_protocols`, by the framing they name.
-H264_PROTOCOL = "h264-annexb/1"
-NV12_PROTOCOL = "nv12/1"
-CDV1 = 0x43445631
-CDN1 = 0x43444E31
-FLAG_KEYFRAME = 1
-MAX_ACCESS_UNIT = 4 * 1024 * 1024
+#: The two `automation_video_protocols`, by the framing they name (wire/crossdesk.py).
+H264_PROTOCOL = crossdesk.H264_PROTOCOL
+NV12_PROTOCOL = crossdesk.NV12_PROTOCOL
+CDV1 = crossdesk.MAGIC_H264
+CDN1 = crossdesk.MAGIC_NV12
+FLAG_KEYFRAME = crossdesk.FLAG_IDR
+MAX_ACCESS_UNIT = crossdesk.ACCESS_UNIT_MAX_BYTES
 MAX_NV12_AXIS = 8192
 MAX_NV12_PIXELS = 16_777_216
 HEADER = struct.Struct(">IIIQI")

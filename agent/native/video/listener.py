@@ -39,13 +39,14 @@ from websockets.protocol import State
 
 from tetherbed.agent.native.tickets import Grant, TicketBook, TicketRejected
 from tetherbed.agent.native.video.flow import FlowViolation, Handoff, OutFrame, Verdict, ViewerFlow
+from tetherbed.wire import crossdesk
 
-PATH = "/api/video"
-TRANSPORT = "loopback-websocket/1"
-MAX_CANDIDATES = 16
-MAX_VIEWERS = 8
-MAX_CLIENT_MESSAGE = 1024
-TICKET_WAIT_S = 3.0
+PATH = crossdesk.VIDEO_PATH
+TRANSPORT = crossdesk.VIDEO_TRANSPORT
+MAX_CANDIDATES = crossdesk.MAX_CANDIDATES
+MAX_VIEWERS = crossdesk.MAX_VIEWERS
+MAX_CLIENT_MESSAGE = crossdesk.MAX_CLIENT_MESSAGE_BYTES
+TICKET_WAIT_S = crossdesk.FIRST_MESSAGE_SECONDS
 # Close codes (1xxx from RFC 6455; 44xx are this listener's own).
 CLOSE_POLICY = 1008
 CLOSE_TRY_LATER = 1013

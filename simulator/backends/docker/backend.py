@@ -92,9 +92,15 @@ from tetherbed.simulator.backends.docker.faults import (
     apply_plan,
 )
 from tetherbed.simulator.backends.docker.network import RunNetworks, new_run_id
+from tetherbed.simulator.backends.docker.scheduling import (
+    link_arguments,
+    merge_link_logs,
+    prepare_replay,
+)
 from tetherbed.simulator.backends.event_files import EventFiles
 from tetherbed.simulator.faults import SELECTORS, DropPackets, checked, plan
 from tetherbed.simulator.peripherals.serial_ports import DeviceSpec
+from tetherbed.simulator.proxy.scheduler import ScheduleOptions
 from tetherbed.simulator.scenario import AgentSpec, ClientSpec, Scenario
 from tetherbed.simulator.targets import Target
 
@@ -164,13 +170,26 @@ class _Agent(_Node):
         ]
 
 
+def _stop_gently(container: DockerContainer | None) -> None:
+    """`docker stop`: SIGTERM, then SIGKILL after a few seconds."""
+    if container is not None:
+        container.get_wrapped_container().stop(timeout=3)
+
+
 class DockerBackend(Backend):
     name = "docker"
     records_wire = True
 
     def __init__(
-        self, scenario: Scenario, workdir: Path, seed: int, *, target: Target | None = None
+        self,
+        scenario: Scenario,
+        workdir: Path,
+        seed: int,
+        *,
+        target: Target | None = None,
+        schedule: ScheduleOptions | None = None,
     ) -> None:
+        """`schedule`: each agent's link schedules its frames (scheduling.py)."""
         if target is not None and not target.hub.is_reference:
             raise BackendError(
                 "the docker backend runs Tetherbed's hub in a container; test a third-party "
@@ -198,6 +217,8 @@ class DockerBackend(Backend):
         self._deaths: list[dict[str, Any]] = []  # Docker `die` events not handled yet
         #: None: not tried yet; False: this kernel has no netem (proxy latency instead).
         self._netem: bool | None = None
+        self._schedule = schedule
+        self._schedule_report: dict[str, Any] | None = None
 
     # --- running -------------------------------------------------------------------
 
@@ -218,6 +239,7 @@ class DockerBackend(Backend):
                 "the docker backend runs the reference hub in a container"
             )
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
+        prepare_replay(self._schedule, self.workdir / "logs")
         self._http = aiohttp.ClientSession()
         self._client = await asyncio.to_thread(self._connect_engine)
         self._deaths_watch = DeathWatch(self._client, self.run_id, self._on_death)
@@ -299,6 +321,7 @@ class DockerBackend(Backend):
             self._seeds.getrandbits(32),
             self._networks.ctl,
             logs=logs,
+            schedule=link_arguments(self._schedule, self.seed, spec.name),
         )
         agent.link = link
         await self._docker(f"starting {spec.name}'s link", link.start)
@@ -669,6 +692,8 @@ class DockerBackend(Backend):
         self._closing = True
         agents = list(self.agents.values())
         await _quietly(*(asyncio.to_thread(remove, a.container) for a in agents))
+        if self._schedule is not None:  # SIGTERM: each link's scheduler writes its summary
+            await _quietly(*(asyncio.to_thread(_stop_gently, a.link) for a in agents))
         await _quietly(
             *(asyncio.to_thread(remove, a.link) for a in agents),
             asyncio.to_thread(remove, self.hub.container),
@@ -686,6 +711,17 @@ class DockerBackend(Backend):
         if self._client is not None:
             with contextlib.suppress(Exception):
                 self._client.close()
+        if self._schedule is not None:
+            header = {"schedule": self._schedule.mode, "seed": self.seed, "backend": self.name}
+            header["scenario"] = self.scenario.name
+            with contextlib.suppress(Exception):
+                self._schedule_report = merge_link_logs(
+                    self.workdir / "logs", list(self.agents), self._schedule.decisions, header
+                )
+
+    def schedule_report(self) -> dict[str, Any] | None:
+        """What the links' frame schedulers did (merged at teardown)."""
+        return self._schedule_report
 
     # --- history -------------------------------------------------------------------
 

@@ -148,15 +148,24 @@ def wire_log_name(spec: AgentSpec) -> str:
 
 
 def link_container(
-    image: str, run: str, spec: AgentSpec, seed: int, control: Network, *, logs: Path
+    image: str,
+    run: str,
+    spec: AgentSpec,
+    seed: int,
+    control: Network,
+    *,
+    logs: Path,
+    schedule: list[str] | None = None,
 ) -> DockerContainer:
     """The agent's namespace and fault proxy, on the control network (the hub's
     network is connected by the backend, at the agent's own address). The proxy
-    records the agent's link into `logs` (`wire_log_name`), the wire recorder."""
+    records the agent's link into `logs` (`wire_log_name`), the wire recorder;
+    `schedule` are its frame-scheduling options (scheduling.py)."""
     command = [
         *f"tetherbed proxy --api 0.0.0.0:{PROXY_API_PORT} --seed {seed}".split(),
         *f"--proxy link=127.0.0.1:{LINK_PORT}=hub:{HUB_PORT}".split(),
         *["--record", f"link={spec.name}=/logs/{wire_log_name(spec)}"],
+        *(schedule or []),
     ]
     container = DockerContainer(
         image,

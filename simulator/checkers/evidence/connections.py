@@ -92,7 +92,7 @@ class Connection:
     def session(self) -> str | None:
         found = session_of_path(self.path or "")
         if found is None and self.hello_ack is not None:
-            found = text(fields(fields(self.hello_ack).get("payload") or {}).get("session_id"))
+            found = text((fields(self.hello_ack).get("payload") or {}).get("session_id"))
         return found
 
     @property

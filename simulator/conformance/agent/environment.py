@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,9 @@ REFERENCE_DATA = (
     sys.executable, "-m", "tetherbed", "agent", "--hub", "{hub_url}", "--token", "{token}",
     "--session-id", "{session}", "--root", "{root}", "--machine-id", "{machine}",
     "--state-dir", "{state}", "{shell_flag}", "--max-concurrent", "{max_concurrent}",
-    "--protocol-version", "{protocol_version}",
+    "--protocol-version", "{protocol_version}", "--ollama-url={ollama_url}",
+    "--serial-port={serial_ports}", "--usb-device={usb_devices}", "--gpio-line={gpio_lines}",
+    "--recycle-bin={recycle_bin}",
 )  # fmt: skip
 REFERENCE_CONTROL = (
     sys.executable, "-m", "tetherbed", "agent", "--hub", "{hub_url}", "--token", "{token}",
@@ -100,6 +102,8 @@ class AgentContext(Context):
         self.platform = ScriptedPlatform(evidence, self.token)
         self.session = f"conform-{secrets.token_hex(6)}"
         self.processes: list[CaseProcess] = []
+        #: Peripherals a case started (LLM servers, serial ports): stopped at its end.
+        self.cleanups: list[Callable[[], Awaitable[None]]] = []
 
     @property
     def root(self) -> Path:
@@ -120,7 +124,17 @@ class AgentContext(Context):
         control: bool = False,
         wrap: Sequence[str] = (),
         env: dict[str, str] | None = None,
+        ollama_url: str = "",
+        serial_ports: str = "",
+        usb_devices: str = "",
+        gpio_lines: str = "",
+        recycle_bin: str = "",
     ) -> CaseProcess:
+        """One agent process from the target's template. `ollama_url`,
+        `serial_ports`, `usb_devices`, `gpio_lines` and `recycle_bin` fill the
+        placeholders of the same names (docs/targets.md): a case that gives an
+        agent a local LLM, a serial device, a USB device, a GPIO line or a
+        recycle bin; empty otherwise."""
         target = self.environment.control if control else self.environment.agent
         if target is None:
             self.not_applicable("no control-mode command for this agent (--control-command)")
@@ -135,6 +149,11 @@ class AgentContext(Context):
             "shell": shell,
             "max_concurrent": max_concurrent,
             "protocol_version": protocol_version,
+            "ollama_url": ollama_url,
+            "serial_ports": serial_ports,
+            "usb_devices": usb_devices,
+            "gpio_lines": gpio_lines,
+            "recycle_bin": recycle_bin,
         }
         argv = [*wrap, *absolute_paths(target.argv(values))]
         environment = target.environment(values)
@@ -221,6 +240,8 @@ class AgentContext(Context):
                 if tail:
                     self.evidence.note(process.name, f"its log (diagnostics only):\n{tail}")
             await process.stop()
+        for cleanup in reversed(self.cleanups):
+            await cleanup()
         await self.platform.stop()
 
 

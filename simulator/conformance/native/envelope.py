@@ -88,12 +88,14 @@ async def hello_video(ctx: NativeContext) -> None:
     peer = await ctx.adapter()
     result = await ctx.video_capable(peer)
     ctx.require(
-        sorted(result.get("video_protocols") or []) == sorted(crossdesk.VIDEO_PROTOCOLS),
-        f"video_protocols {result.get('video_protocols')!r}",
+        sorted(result.get(crossdesk.HELLO_VIDEO_PROTOCOLS) or [])
+        == sorted(crossdesk.VIDEO_PROTOCOLS),
+        f"video_protocols {result.get(crossdesk.HELLO_VIDEO_PROTOCOLS)!r}",
     )
     ctx.require(
-        sorted(result.get("video_decoders") or []) == sorted(crossdesk.VIDEO_DECODERS),
-        f"video_decoders {result.get('video_decoders')!r}",
+        sorted(result.get(crossdesk.HELLO_VIDEO_DECODERS) or [])
+        == sorted(crossdesk.VIDEO_DECODERS),
+        f"video_decoders {result.get(crossdesk.HELLO_VIDEO_DECODERS)!r}",
     )
 
 

@@ -33,6 +33,8 @@ from tetherbed.wire import crossdesk
 
 REFERENCE = (sys.executable, "-m", "tetherbed", "native", "--stdio", "--password-fd", "3",
              "--video-ws", "--quality", "low")  # fmt: skip
+#: Tetherbed's own `doctor --json`.
+REFERENCE_DOCTOR = (sys.executable, "-m", "tetherbed", "native", "doctor", "--json")
 #: The origin the suite's panel claims (any loopback port will do).
 ORIGIN = "http://127.0.0.1:5173"
 READY_WAIT = 20.0
@@ -102,7 +104,7 @@ class NativeContext(Context):
 
     async def video_capable(self, peer: NativePeer) -> dict[str, Any]:
         hello = await peer.result("hello", protocol=crossdesk.PROTOCOL)
-        if hello.get("video_transport") != crossdesk.VIDEO_TRANSPORT:
+        if hello.get(crossdesk.HELLO_VIDEO_TRANSPORT) != crossdesk.VIDEO_TRANSPORT:
             self.not_applicable("the adapter does not advertise loopback WebSocket video")
         return hello
 
@@ -147,8 +149,11 @@ class NativeEnvironment:
         password: str | None,
         display_index: int,
         reference: bool,
+        doctor: Sequence[str] | None = None,
     ) -> None:
         self.argv = list(argv)
+        #: The adapter's `doctor --json` command (None: not given; its cases skip).
+        self.doctor = list(doctor) if doctor else None
         self.device = device or ""
         self.password = password or ""
         self.display_index = display_index
@@ -158,7 +163,10 @@ class NativeEnvironment:
         self._xvfb: Any = None
         self._activity: subprocess.Popen[bytes] | None = None
         self.description = "Tetherbed's native adapter" if reference else f"adapter `{argv[0]}`"
-        self.details: dict[str, Any] = {"command": " ".join(self.argv)}
+        self.details: dict[str, Any] = {
+            "command": " ".join(self.argv),
+            "doctor command": " ".join(self.doctor) if self.doctor else "(none)",
+        }
 
     async def start(self) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="tetherbed-conform-native-"))
@@ -205,6 +213,8 @@ class NativeEnvironment:
         shutil.rmtree(self.base, ignore_errors=True)
 
     def applicable(self, case: Case) -> str | None:
+        if "doctor" in case.needs and self.doctor is None:
+            return "no doctor command for this adapter (--doctor-command)"
         return None
 
     @contextlib.asynccontextmanager

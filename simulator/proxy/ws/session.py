@@ -56,10 +56,12 @@ MAX_EARLY = 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    """Pass these bytes on in this direction."""
+    """Pass these bytes on in this direction; `frame`: they are one whole
+    WebSocket message (or control frame), which a frame scheduler may hold."""
 
     stream: Stream
     data: bytes
+    frame: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +178,7 @@ class WsSession:
             held = self._held[stream]
             return self._release_held(stream) if held is not None and held[1] == token else []
         self._delayed[stream] -= 1
-        actions: list[SessionAction] = [Send(stream, data)]
+        actions: list[SessionAction] = [Send(stream, data, frame=True)]
         if stream in self._eof_waiting and not self._delayed[stream]:
             self._eof_waiting.discard(stream)
             actions.append(SendEof(stream))
@@ -194,10 +196,10 @@ class WsSession:
         payload = close_payload(code, reason)
         actions: list[SessionAction] = []
         if "client" in targets:
-            actions.append(Send(DOWNSTREAM, build_frame(OP_CLOSE, payload).raw))
+            actions.append(Send(DOWNSTREAM, build_frame(OP_CLOSE, payload).raw, frame=True))
         if "server" in targets:
             frame = build_frame(OP_CLOSE, payload, mask=self._mask())
-            actions.append(Send(UPSTREAM, frame.raw))
+            actions.append(Send(UPSTREAM, frame.raw, frame=True))
         token = next(self._tokens)
         self._timers[token] = ("close", None, b"")
         actions.append(CallAt(now + self._close_timeout, token))
@@ -342,8 +344,8 @@ class WsSession:
     def _forward(
         self, stream: Stream, message: Message, copies: list[bytes]
     ) -> list[SessionAction]:
-        actions: list[SessionAction] = [Send(stream, message.raw)]
-        actions += [Send(stream, copy) for copy in copies]
+        actions: list[SessionAction] = [Send(stream, message.raw, frame=True)]
+        actions += [Send(stream, copy, frame=True) for copy in copies]
         if not message.is_control:
             actions += self._release_held(stream)
         return actions
@@ -360,7 +362,7 @@ class WsSession:
             if isinstance(body, dict):
                 body["id"] = f"{body.get('id')}-again"
                 data = json.dumps(body, separators=(",", ":")).encode()
-                actions.append(Send(DOWNSTREAM, build_frame(OP_TEXT, data).raw))
+                actions.append(Send(DOWNSTREAM, build_frame(OP_TEXT, data).raw, frame=True))
         return actions
 
     def _release_held(self, stream: Stream) -> list[SessionAction]:
@@ -368,7 +370,7 @@ class WsSession:
         if held is None:
             return []
         self._held[stream] = None
-        return [Send(stream, held[0])]
+        return [Send(stream, held[0], frame=True)]
 
     def _reencode(self, message: Message) -> bytes:
         """A copy of the message with a fresh mask on every client frame."""

@@ -4,9 +4,10 @@
 and stream loop as `tetherbed agent --transport sse run` — with three things
 swapped for the simulator: HTTP goes over `SimTcp` (`hub_http`), commands
 run in the sim shell (`SimCommandRunner`, output streamed as the script
-prints it, in virtual time), and file operations run inline (a thread would
-let virtual time overtake them). A paused agent is frozen: its timers do not
-run and nothing reaches it (the network holds its input) until it resumes.
+prints it, in virtual time), and file operations overlap one system call at a
+time in virtual time (`SteppedCalls`), as the real agent's threads do. A
+paused agent is frozen: its timers do not run and nothing reaches it (the
+network holds its input) until it resumes.
 Machine facts (hostname, CPU, memory) come from the scenario, not the host,
 so a seed gives the same history anywhere.
 """
@@ -24,7 +25,8 @@ from tetherbed.agent.dsh.core import RunFs
 from tetherbed.agent.dsh.runner import AgentRunner, RuntimeOptions
 from tetherbed.agent.dsh.transport import HubHttp
 from tetherbed.agent.dsh.version import AGENT_VERSION
-from tetherbed.simulator.sim.shell import run_script
+from tetherbed.simulator.sim.shell import run_script, sim_agent_environment
+from tetherbed.simulator.sim.stepped_calls import SteppedCalls
 from tetherbed.simulator.sim.tcp import SimTcp
 from tetherbed.wire.dsh import constants as C
 
@@ -111,7 +113,13 @@ class SimCommandRunner:
         code: int | None = None
         signal: str | None = None
         try:
-            code = await run_script(command, cwd, printed("stdout"), printed("stderr"))
+            code = await run_script(
+                command,
+                cwd,
+                printed("stdout"),
+                printed("stderr"),
+                sim_agent_environment(self._workspace),
+            )
         except asyncio.CancelledError:
             signal = "SIGKILL"
         self._running.pop(request_id, None)
@@ -151,9 +159,13 @@ class SimAgentRunner(AgentRunner):
         hostname: str,
         paused: Callable[[], bool],
         resumed: Callable[[], asyncio.Event],
+        file_ops: SteppedCalls | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(options, **kwargs)
+        #: File operations overlap one system call at a time, as the real
+        #: agent's worker threads do (None: inline, one at a time).
+        self._file_ops = file_ops
         self.http = hub_http(tcp, node, options.token)
         self.commands = SimCommandRunner(  # type: ignore[assignment]
             self._output, self._exited, options.workspace_base, self._frozen
@@ -188,7 +200,12 @@ class SimAgentRunner(AgentRunner):
     async def _fs(self, action: RunFs) -> None:
         await self._frozen()
         deadline = time.monotonic() + C.FS_TIMEOUT_MS / 1000
-        result = files.run(action.request, self.options.workspace_base, deadline)
+        if self._file_ops is None:
+            result = files.run(action.request, self.options.workspace_base, deadline)
+        else:
+            result = await self._file_ops.run(
+                files.run, action.request, self.options.workspace_base, deadline
+            )
         self._apply(self.core.fs_finished(action.request_id, result))
 
     async def _close(self) -> None:

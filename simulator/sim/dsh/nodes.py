@@ -32,6 +32,7 @@ from tetherbed.simulator.sim.dsh.agent import (
     metadata_block,
 )
 from tetherbed.simulator.sim.network import SimNetwork
+from tetherbed.simulator.sim.stepped_calls import SteppedCalls
 from tetherbed.simulator.sim.tcp import SimTcp
 
 #: `enroll`'s exit codes, as the CLI's: 0 enrolled (and the stream proved), 1 not.
@@ -152,6 +153,7 @@ class SimDshAgents:
             resumed=lambda: agent.resumed,
             clock=self.clock,
             rng=random.Random(f"{self.seed}/{name}/{agent.starts}"),
+            file_ops=SteppedCalls(random.Random(f"{self.seed}/{name}/{agent.starts}/files")),
         )
         agent.runner = runner
         agent.task = asyncio.ensure_future(self._run(agent, runner))

@@ -173,3 +173,57 @@ def test_concurrent_disappearance_respects_missing_ok(
     assert delete(jail, path="file.txt", missing_ok=True) == Ack(ok=True)
     (root / "file.txt").write_text("again")
     assert delete_error(jail, path="file.txt").code == ErrorCode.PATH_NOT_FOUND
+
+
+def test_a_directory_swapped_for_a_link_during_a_recursive_delete_is_a_typed_refusal(
+    jail: PathJail, root: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the path-jail swap property (tests/fuzz/test_path_jail.py): the
+    directory checked for removal became a symlink before shutil.rmtree ran;
+    rmtree refused the link (safely) with an errno-less OSError, which was
+    answered INTERNAL_ERROR "unexpected OS error UNKNOWN". Now it is the
+    jail's changed_during_operation refusal, and nothing outside is touched."""
+    import shutil
+
+    real_rmtree = shutil.rmtree
+
+    def swapped_first(path: str, *args: Any, **kwargs: Any) -> None:
+        os.rename(root / "tree", root / "tree-moved")
+        (root / "tree").symlink_to(outside)
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", swapped_first)
+    with pytest.raises(ProtocolError) as refused:
+        delete(jail, path="tree", recursive=True)
+    assert refused.value.code == ErrorCode.PATH_OUTSIDE_ALLOWED_ROOT
+    assert refused.value.details["reason"] == "changed_during_operation"
+    assert (outside / "secret.txt").read_text() == "secret"
+    assert (outside / "nested" / "deep.txt").read_text() == "deep"
+
+
+def test_a_swap_undone_before_the_refusal_is_reported_is_still_a_swap(
+    jail: PathJail, root: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The swap property's second finding: the link was swapped back for the
+    directory between rmtree's refusal and a look at the entry afterwards, so
+    judging by what the entry is *now* answered INTERNAL_ERROR again."""
+    import shutil
+
+    real_rmtree = shutil.rmtree
+
+    def swapped_then_restored(path: str, *args: Any, **kwargs: Any) -> None:
+        os.rename(root / "tree", root / "tree-moved")
+        (root / "tree").symlink_to(outside)
+        try:
+            real_rmtree(path, *args, **kwargs)
+        finally:
+            (root / "tree").unlink()
+            os.rename(root / "tree-moved", root / "tree")
+
+    monkeypatch.setattr(shutil, "rmtree", swapped_then_restored)
+    with pytest.raises(ProtocolError) as refused:
+        delete(jail, path="tree", recursive=True)
+    assert refused.value.code == ErrorCode.PATH_OUTSIDE_ALLOWED_ROOT
+    assert refused.value.details["reason"] == "changed_during_operation"
+    assert (outside / "secret.txt").read_text() == "secret"
+    assert (root / "tree" / "leaf.txt").read_text() == "leaf"

@@ -302,3 +302,24 @@ def test_cross_device_special_file_is_refused(
     assert move_error(jail, src="pipe", dst="dest/pipe").code == ExtensionCode.NOT_A_FILE
     assert stat.S_ISFIFO(os.lstat(root / "pipe").st_mode)
     assert os.listdir(root / "dest") == []
+
+
+def test_a_source_swapped_during_a_cross_device_move_is_a_typed_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cross-device move removes its source with FILE_DELETE's remove_entry,
+    which reports a directory swapped for a symlink as EntrySwapped: the move
+    answers the jail's changed_during_operation refusal, not INTERNAL_ERROR."""
+    from tetherbed.agent.files.delete import EntrySwapped
+
+    root = tmp_path / "root"
+    (root / "src").mkdir(parents=True)
+
+    def swapped(*args: object, **kwargs: object) -> None:
+        raise EntrySwapped("src became a symlink while being removed")
+
+    monkeypatch.setattr(move_module, "_move", swapped)
+    with pytest.raises(ProtocolError) as refused:
+        move_path(FileMove(src="src", dst="dst"), PathJail(str(root)), Limits())
+    assert refused.value.code == ErrorCode.PATH_OUTSIDE_ALLOWED_ROOT
+    assert refused.value.details["reason"] == "changed_during_operation"

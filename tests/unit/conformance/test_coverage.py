@@ -24,8 +24,17 @@ SPECS = {
     / "fixtures"
     / "specs"
     / "crossdesk-automation-PROTOCOL.md",
+    "dsh-computers contract v1": ROOT
+    / "tests"
+    / "fixtures"
+    / "specs"
+    / "dsh-computers-PROTOCOL.md",
 }
-PREFIXES = {"local-executor": "LE-", "crossdesk-automation/1": "CD-"}
+PREFIXES = {
+    "local-executor": "LE-",
+    "crossdesk-automation/1": "CD-",
+    "dsh-computers contract v1": "DSH-",
+}
 
 
 def _texts() -> dict[str, str]:

@@ -334,6 +334,20 @@ def test_defect_ignore_cancel() -> None:
     assert not [a for a in agent.actions if isinstance(a, Kill)]
 
 
+@pytest.mark.parametrize("defect, first", [("constant_seq", 0), ("seq_from_one", 1)])
+def test_defects_misnumber_chunks(defect: str, first: int) -> None:
+    agent = Agent(defects=frozenset({defect}))
+    agent.connect()
+    _exec(agent)
+    agent.run(agent.core.process_output("req_1", "stdout", b"a"))
+    agent.run(agent.core.process_output("req_1", "stdout", b"b"))
+    first_post = agent.posts(C.Route.RESULTS_CHUNK)[0]
+    agent.run(agent.core.post_answered(first_post.post_id, 200, {"ok": True}))
+    agent.tick(0.2)
+    seqs = [p.body["seq"] for p in agent.posts(C.Route.RESULTS_CHUNK)]
+    assert seqs[0] == first and seqs != list(range(len(seqs)))
+
+
 def test_config_renames_and_can_disable_exec() -> None:
     agent = Agent()
     agent.connect()

@@ -57,6 +57,8 @@ def hello(
         "arch": arch,
         "capabilities": caps if caps is not None else ["files", "shell", "directory_browse"],
     }
+    if caps is not None and "local_llm" in caps:  # routing needs an advertised model
+        payload["local_llm_models"] = ["m"]
     return enc(type="HELLO", id=f"hello-{machine}", payload=payload)
 
 

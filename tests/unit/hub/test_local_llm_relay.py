@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .core_harness import Hub, enc, frames, hello
+import json
+
+from .core_harness import Hub, Peer, enc, frames, hello
 from .test_core import reconnect
 
 LLM = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -68,3 +70,23 @@ def test_a_completion_that_never_streamed_is_reissued_after_a_drop() -> None:
     relink = hub.core.agent_opened(peer, user="alice", session_id="s1")
     actions = hub.core.agent_frame(relink, hello("m1", caps=["files", "local_llm"]))
     assert [f["type"] for f in frames(actions, peer)] == ["HELLO_ACK", "LOCAL_LLM_COMPLETION"]
+
+
+def test_a_completion_for_an_agent_without_models_is_answered_and_never_relayed() -> None:
+    """LOCAL_LLM routing is unavailable without local_llm or with no models."""
+    for caps, models in ((["files"], None), (["files", "local_llm"], [])):
+        hub = Hub()
+        payload = json.loads(hello("m1", caps=caps))
+        if models is not None:
+            payload["payload"]["local_llm_models"] = models
+        agent = Peer("agent")
+        link = hub.core.agent_opened(agent, user="alice", session_id="s1")
+        hub.core.agent_frame(link, json.dumps(payload).encode())
+        peer, client = hub.client()
+        actions = hub.core.client_frame(
+            client, enc(type="LOCAL_LLM_COMPLETION", id="q", payload=LLM)
+        )
+        assert not frames(actions, agent)
+        (answer,) = frames(actions, peer)
+        assert answer["id"] == "q" and answer["payload"]["code"] == "MODEL_NOT_AVAILABLE"
+        assert answer["payload"]["details"] == {"requested_model": "m", "available_models": []}

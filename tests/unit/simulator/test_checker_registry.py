@@ -28,6 +28,7 @@ NAMES = [
     "dsh_chunk_order",
     "dsh_single_use_keys",
     "dsh_install_url",
+    "control_children",
     "revocation_holds",
 ]
 

@@ -19,7 +19,7 @@ from tetherbed.runtime.transport import TransportClosed
 from tetherbed.simulator.backends.sim import SimBackend
 from tetherbed.simulator.proxy.stages import BandwidthStage, SlicerStage
 from tetherbed.simulator.scenario import parse
-from tetherbed.simulator.sim.network import BASE_JITTER, BASE_LATENCY, SimEndpoint, SimNetwork
+from tetherbed.simulator.sim.network import MAX_LATENCY, SimEndpoint, SimNetwork
 
 SCENARIO = parse(
     {
@@ -29,7 +29,7 @@ SCENARIO = parse(
     }
 )
 #: The sim's own one-way latency, at most (base plus its jitter).
-BASE = BASE_LATENCY + BASE_JITTER
+BASE = MAX_LATENCY
 
 
 def frame(size: int, kind: str = "X") -> bytes:

@@ -1,0 +1,1 @@
+"""Tetherbed's fuzzing for users' own tests: `tetherbed.fuzz.strategies`."""
