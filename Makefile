@@ -13,7 +13,7 @@ DEBIAN_PACKAGES := xvfb socat xdotool x11-utils ffmpeg scrot imagemagick chromiu
 # How many pytest-xdist workers; the machines this runs on have two cores.
 WORKERS ?= auto
 
-.PHONY: demo test lint system-deps venv bench load fuzz clean images dsh-defects conform-defects
+.PHONY: demo test lint system-deps venv bench load fuzz clean images dsh-defects conform-defects explore
 
 demo: venv
 	$(PY) -m tetherbed demo
@@ -61,6 +61,20 @@ dsh-defects: venv
 # runs each against the cases it must fail and some neighbours).
 conform-defects: venv system-deps
 	$(PY) -m tests.conformance.full_defects
+
+# Long exploration sweeps (docs/explore.md): 200 seeds of each example on sim,
+# then each planted hub defect found, shrunk and exported under explore-results/.
+EXPLORE := $(VENV)/bin/tetherbed explore
+explore: venv
+	mkdir -p explore-results
+	-$(EXPLORE) scenarios/explore/two_machines.yaml --seeds 200 --no-shrink
+	-$(EXPLORE) scenarios/explore/takeover_race.yaml --seeds 200 --no-shrink
+	-$(EXPLORE) scenarios/explore/one_agent.yaml --seeds 200 --no-shrink
+	-$(EXPLORE) scenarios/explore/takeover_race.yaml --seeds 200 --hub-defect evict_after_drain --export explore-results/evict_after_drain.yaml
+	-$(EXPLORE) scenarios/explore/one_agent.yaml --seeds 200 --stop-at-first --hub-defect no_request_deadline --export explore-results/no_request_deadline.yaml
+	-$(EXPLORE) scenarios/explore/one_agent.yaml --seeds 200 --stop-at-first --hub-defect revocation_unenforced --export explore-results/revocation_unenforced.yaml
+	-$(EXPLORE) scenarios/explore/takeover_race.yaml --seeds 200 --stop-at-first --hub-defect takeover_unlabelled --export explore-results/takeover_unlabelled.yaml
+	-$(EXPLORE) scenarios/explore/one_agent.yaml --seeds 200 --stop-at-first --hub-defect reissue_unlabelled --export explore-results/reissue_unlabelled.yaml
 
 # Registry-free Docker images (compose/README.md); a warm tree builds nothing.
 images: venv

@@ -33,12 +33,18 @@ def bearer_token(authorization: str | None) -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
-def admit_agent(store: HubStore, token: str | None, session_id: str | None) -> str | Refusal:
-    """The agent's user, or why it is refused. A new session id is claimed for the user."""
+def admit_agent(
+    store: HubStore, token: str | None, session_id: str | None, *, revocation: bool = True
+) -> str | Refusal:
+    """The agent's user, or why it is refused. A new session id is claimed for the user.
+
+    `revocation=False` is the `revocation_unenforced` defect: a revoked
+    session admits a reconnecting agent."""
     user = store.authenticate(token, TokenKind.AGENT)
     if user is None:
         return Refusal(401, ErrorCode.AUTH_FAILED, "missing or invalid agent token")
-    if session_id is not None and store.claim_session(user, session_id).revoked:
+    revoked = session_id is not None and store.claim_session(user, session_id).revoked
+    if revoked and revocation:
         return Refusal(401, ErrorCode.AUTH_FAILED, f"session {session_id} was revoked")
     return user
 

@@ -57,6 +57,11 @@ HUB_DEFECTS = frozenset(
         "llm_without_models",
         "no_request_deadline",
         "takeover_unlabelled",
+        # Planted for `tetherbed explore` (docs/explore.md): bugs that only
+        # some generated histories or interleavings show.
+        "evict_after_drain",
+        "revocation_unenforced",
+        "reissue_unlabelled",
     }
 )
 
@@ -113,7 +118,11 @@ class HubConfig:
     #: (the slot leak: an issued request waits for its answer forever) and
     #: "takeover_unlabelled" (a takeover leaves the old owner serving, while
     #: the journal reports an ordinary takeover: two owners); for live fuzzing
-    #: "crash_on_unknown_field". Never set in normal use.
+    #: "crash_on_unknown_field"; for exploration (docs/explore.md) also
+    #: "evict_after_drain" (a takeover race: the old owner keeps serving what
+    #: it holds until answered), "revocation_unenforced" and
+    #: "reissue_unlabelled" (a non-idempotent request re-issued with a retry
+    #: counter, no `retry` logged). Never set in normal use.
     defects: frozenset[str] = frozenset()
     #: The dsh-computers routes' settings (hub/dsh).
     dsh: DshConfig = field(default_factory=DshConfig)

@@ -145,6 +145,9 @@ class HubCore:
         self._llm_without_models = "llm_without_models" in defects
         self._no_deadline = "no_request_deadline" in defects
         self._takeover_unlabelled = "takeover_unlabelled" in defects
+        self._enforce_revocation = "revocation_unenforced" not in defects
+        self._evict_after_drain = "evict_after_drain" in defects
+        self._reissue_unlabelled = "reissue_unlabelled" in defects
         self._request_timeout = config.request_timeout
         # Bound once: the relay path reads the clock per request.
         self._monotonic = clock.monotonic
@@ -599,7 +602,7 @@ class HubCore:
             target.owner = link
             return target
         target = self._session(link.session_id, link.user)
-        if target.revoked:
+        if target.revoked and self._enforce_revocation:
             # Admission refuses revoked sessions; this covers a revocation
             # between the upgrade and the HELLO.
             advance(link, AgentEvent.REFUSED)
@@ -683,9 +686,31 @@ class HubCore:
         return target.reserved_for
 
     def _keeps_old(self, old: AgentLink) -> bool:
-        """The `takeover_unlabelled` defect: the old owner's connection is kept
-        for good, while the journal says an ordinary takeover happened."""
-        return self._takeover_unlabelled
+        """The takeover defects: `takeover_unlabelled` keeps the old owner's
+        connection for good, `evict_after_drain` until what it holds is
+        answered (a race: only a takeover with requests in flight shows it).
+        Either way the journal says an ordinary takeover happened."""
+        if self._takeover_unlabelled:
+            return True
+        if self._evict_after_drain and old.routes:
+            old.evict_when_idle = True
+            return True
+        return False
+
+    def _evict_if_drained(self, link: AgentLink, actions: list[HubAction]) -> None:
+        """The `evict_after_drain` defect: the old owner's last answer is in,
+        so now it hears of the takeover."""
+        if not link.evict_when_idle or link.routes or link.state is not _READY:
+            return
+        link.evict_when_idle = False
+        revoked = SessionRevoked(
+            reason="another_shim_connected", new_shim_machine_id=link.machine_id
+        )
+        actions.append(Send(link.peer, self._frame(MessageType.SESSION_REVOKED, revoked)))
+        reason = json.dumps({"error": "SESSION_TAKEN_OVER"}, separators=(",", ":"))
+        actions.append(Close(link.peer, CloseCode.SESSION_TAKEN_OVER, reason))
+        advance(link, AgentEvent.EVICTED)
+        link.hub_closed = True
 
     # === internals: targets ================================================
 
@@ -824,7 +849,7 @@ class HubCore:
                 error = _llm_unavailable(route.envelope)
                 actions.append(Send(client.peer, self._error_frame(route.client_id, error)))
                 continue
-            if route.attempts or route.refusals:
+            if (route.attempts and not self._reissue_unlabelled) or route.refusals:
                 actions.append(
                     Record(
                         "retry",
@@ -887,6 +912,9 @@ class HubCore:
         if terminal:
             if link.session_id is None:
                 self._learn_grant(link, kind, envelope, actions)
+            if link.evict_when_idle:
+                self._evict_if_drained(link, actions)
+                return actions
             target = link.target
             if target is not None and target.queue and link.state is _READY:
                 self._pump(target, actions)
@@ -1093,6 +1121,9 @@ class HubCore:
             elif route.deadline < earliest:
                 earliest = route.deadline
         link.expiry_at = earliest
+        if link.evict_when_idle:
+            self._evict_if_drained(link, actions)
+            return
         target = link.target
         if target is not None and target.queue and link.state is _READY:
             self._pump(target, actions)
@@ -1128,10 +1159,14 @@ class HubCore:
 
     def _expire_queue(self, target: Target, now: float, actions: list[HubAction]) -> None:
         """Requests that waited `request_timeout` for a slot are answered: not sent."""
-        limit = now - self._request_timeout
+        timeout = self._request_timeout
         kept = type(target.queue)()
         for route in target.queue:
-            if route.queued_at > limit:
+            # Compared as the deadline is computed (queued_at + timeout): `now -
+            # timeout` can round below queued_at when the deadline is exactly
+            # now, keeping the route with a deadline that fires again at once
+            # (the timer spun forever; found by tetherbed explore).
+            if route.queued_at + timeout > now:
                 kept.append(route)
                 continue
             client = route.client
@@ -1165,8 +1200,9 @@ class HubCore:
             if client is None or client.closed:
                 continue
             route.may_have_run = True
-            if not route.streamed and can_retry(route, everything=self._retry_everything):
-                retry.append(prepare_retry(route))
+            everything = self._retry_everything or self._reissue_unlabelled
+            if not route.streamed and can_retry(route, everything=everything):
+                retry.append(prepare_retry(route, counter=self._reissue_unlabelled))
             else:
                 self._answer_lost(route, actions)
         link.routes.clear()

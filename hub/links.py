@@ -135,6 +135,9 @@ class AgentLink:
     connected_at: float = 0.0
     #: The hub closed this connection itself (keepalive, takeover, revoke).
     hub_closed: bool = False
+    #: The `evict_after_drain` defect: taken over, but kept (READY, no longer
+    #: the owner) until its requests in flight are answered, then evicted.
+    evict_when_idle: bool = False
 
     @property
     def free_slots(self) -> int:

@@ -24,9 +24,17 @@ def can_retry(route: Route, *, everything: bool = False) -> bool:
     return (everything or catalog.is_idempotent(route.kind)) and route.attempts < MAX_ATTEMPTS
 
 
-def prepare_retry(route: Route) -> Route:
-    """The route, ready to be issued again (payload adjusted where the spec says)."""
+def prepare_retry(route: Route, *, counter: bool = False) -> Route:
+    """The route, ready to be issued again (payload adjusted where the spec says).
+
+    `counter` is the `reissue_unlabelled` defect: the payload gains a retry
+    counter, so that it no longer matches the first attempt byte for byte."""
     route.attempts += 1
+    if counter:
+        payload = msgspec.json.decode(route.envelope.payload)
+        if isinstance(payload, dict):
+            payload["retry"] = route.attempts
+            route.envelope.payload = msgspec.Raw(msgspec.json.encode(payload))
     if route.kind == MessageType.FILE_DELETE:
         payload = msgspec.json.decode(route.envelope.payload)
         if isinstance(payload, dict) and not payload.get("missing_ok"):

@@ -156,7 +156,12 @@ class HubServer:
         return await self._agent(request, request.match_info["session_id"])
 
     async def _agent(self, request: web.Request, session_id: str | None) -> web.StreamResponse:
-        user = admit_agent(self.store, _bearer(request), session_id)
+        user = admit_agent(
+            self.store,
+            _bearer(request),
+            session_id,
+            revocation="revocation_unenforced" not in self.config.defects,
+        )
         if isinstance(user, Refusal) and "agent_auth_skipped" in self.config.defects:
             user = "anonymous"  # a planted defect: any token, or none, is let in
         if isinstance(user, Refusal):

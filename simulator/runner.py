@@ -162,6 +162,10 @@ def run_scenario(
     order of a decision log (docs/explore.md, "Scheduling real processes");
     the run's verdict is appended to the decision log it writes.
     """
+    if scenario.generated:  # `generate:`/`nemesis:`: the seed draws the steps
+        from tetherbed.simulator.explore.generator import generated_scenario
+
+        scenario = generated_scenario(scenario, seed, backend_name)
     factory = backend_factory(backend_name)
     options: dict[str, Any] = {}
     if target is not None and not target.is_reference:

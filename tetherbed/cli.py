@@ -1,4 +1,4 @@
-"""`tetherbed` command line: hub, agent, run, conform, fuzz, native, proxy, demo."""
+"""`tetherbed` command line: hub, agent, run, explore, conform, fuzz, native, proxy, demo."""
 
 from __future__ import annotations
 
@@ -231,6 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands.add_parser("run", help="run scenarios on a backend and check them", add_help=False)
     commands.add_parser(
+        "explore",
+        help="generated histories (generate:, nemesis:) across seeds, checked, the first "
+        "failure shrunk and exported as a scenario (docs/explore.md)",
+        add_help=False,
+    )
+    commands.add_parser(
         "conform",
         help="the conformance suite: conform agent|hub|native against any implementation",
         add_help=False,
@@ -375,6 +381,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tetherbed.agent.native.doctor import main as doctor_main
 
         return doctor_main(rest[2:])
+    if rest[:1] == ["explore"]:
+        from tetherbed.simulator.explore.cli import main as explore_main
+
+        return explore_main(rest[1:])
     if rest[:1] == ["conform"]:
         from tetherbed.simulator.conformance.cli import main as conform_main
 

@@ -22,6 +22,7 @@ from tetherbed.simulator.checkers import (
     file_contents,
     llm_streams,
     reconnect_after_fatal,
+    revocation,
     serial_io,
     single_owner,
 )
@@ -60,6 +61,8 @@ MODULES: dict[str, ModuleType] = {
         install_url,
         # control mode (children of a machine's control agent)
         control_children,
+        # the hub's side of revocation (hub/admission.py)
+        revocation,
     )
 }
 CHECKERS: dict[str, Checker] = {name: module.check for name, module in MODULES.items()}

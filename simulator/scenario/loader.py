@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from tetherbed.simulator.scenario import control, dsh, schema
+from tetherbed.simulator.scenario import control, dsh, generation, schema
 from tetherbed.simulator.scenario.model import (
     AgentSpec,
     ClientSpec,
@@ -92,9 +92,13 @@ def parse(data: Any, path: Path | None = None, backend: str | None = None) -> Sc
     # A scenario that does not run on this backend is skipped, not refused.
     on = backend if backend in backends else None
     topology = check_topology(top["topology"], where.key("topology"), on)
-    context = context_of(topology, on, keys=dsh.created_keys(top["steps"]))
+    context = context_of(topology, on, keys=dsh.created_keys(top.get("steps") or []))
+    generate, nemesis = generation.check_generation(
+        top.get("generate"), top.get("nemesis"), context, where
+    )
+    generation.check_fit(generate, nemesis, topology, where)
     steps = []
-    for index, raw in enumerate(top["steps"], 1):
+    for index, raw in enumerate(top.get("steps") or [], 1):
         kind, args = schema.STEP.check(raw, where.at_step(index, None), context)
         args = resolve_port(kind, args, topology, where.at_step(index, kind))
         steps.append(Step(index, kind, args))
@@ -112,6 +116,9 @@ def parse(data: Any, path: Path | None = None, backend: str | None = None) -> Sc
         checker_options=top["checker_options"],
         timeout=float(top["timeout"]),
         backends=backends,
+        generate=generate,
+        nemesis=nemesis,
+        document=dict(data) if isinstance(data, dict) else None,
     )
 
 

@@ -114,3 +114,13 @@ class Scenario:
     timeout: float
     #: Backends the scenario supports (default: all).
     backends: tuple[str, ...]
+    #: The operation mix and fault schedule (`generate:`, `nemesis:`; checked),
+    #: which the seed turns into steps (simulator/explore/generator.py).
+    generate: dict[str, Any] | None = None
+    nemesis: dict[str, Any] | None = None
+    #: The document as written (for exporting a generated run as steps).
+    document: dict[str, Any] | None = None
+
+    @property
+    def generated(self) -> bool:
+        return self.generate is not None

@@ -556,6 +556,12 @@ CHECKER_NAMES = tuple(CHECKERS)
 
 # --- the whole file -----------------------------------------------------------------
 
+
+def _steps_or_generate(top: dict[str, Any], where: Where) -> None:
+    if ("steps" in top) == ("generate" in top):
+        raise SchemaError(where, "a scenario has `steps:` or `generate:` (exactly one of them)")
+
+
 SCENARIO = Record(
     {
         "name": Field(Text(), required=True),
@@ -571,7 +577,11 @@ SCENARIO = Record(
         "checker_options": Field(CheckerOptions(), default={}),
         "topology": Field(TOPOLOGY, required=True),
         # Each step is checked against STEP once the topology's names are known.
-        "steps": Field(ListOf(Anything(), nonempty=True), required=True),
+        "steps": Field(ListOf(Anything(), nonempty=True)),
+        # Checked by simulator/scenario/generation.py, with the topology's names.
+        "generate": Field(Anything(mapping=True), doc="a seeded operation mix, instead of steps"),
+        "nemesis": Field(Anything(mapping=True), doc="a seeded fault schedule (with generate)"),
     },
     noun="a scenario",
+    rules=(_steps_or_generate,),
 )

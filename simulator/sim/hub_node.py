@@ -37,6 +37,8 @@ class SimHub:
         self.network = network
         self.store = store
         self.core = HubCore(config, clock)
+        #: False: the `revocation_unenforced` defect (hub/admission.py).
+        self._revocation = "revocation_unenforced" not in config.defects
         self.runner = ActionRunner(self.core, store, observer)
         self._observer = observer
         self.outboxes = Outboxes(
@@ -95,7 +97,7 @@ class SimHub:
         token = bearer_token(headers.get("Authorization"))
         kind, name = _route(path)
         if kind == "agent":
-            verdict = admit_agent(self.store, token, name or None)
+            verdict = admit_agent(self.store, token, name or None, revocation=self._revocation)
         elif kind == "session":
             verdict = admit_client(self.store, token, name)
         elif kind == "machine":
@@ -124,7 +126,7 @@ class SimHub:
         outbox = self._outbox(end, f"{kind}:{end.link.name}")
         try:
             if kind == "agent":
-                user = admit_agent(self.store, token, name or None)
+                user = admit_agent(self.store, token, name or None, revocation=self._revocation)
                 assert isinstance(user, str)
                 link, opened = self.core.agent_opened(outbox, user=user, session_id=name or None)
                 self._apply(opened)

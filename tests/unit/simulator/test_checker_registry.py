@@ -29,6 +29,7 @@ NAMES = [
     "dsh_single_use_keys",
     "dsh_install_url",
     "control_children",
+    "revocation_holds",
 ]
 
 
