@@ -31,6 +31,11 @@ from tetherbed.simulator.explore.explorer import Explorer, SeedResult
 from tetherbed.simulator.explore.export import exported_document, write_scenario
 from tetherbed.simulator.explore.plan import Plan
 from tetherbed.simulator.explore.shrink import DEFAULT_BUDGET
+from tetherbed.simulator.proxy.scheduler.arguments import (
+    add_schedule_arguments,
+    check_schedule_arguments,
+    schedule_from_arguments,
+)
 from tetherbed.simulator.scenario import Scenario, ScenarioError, load, parse
 from tetherbed.simulator.scenario.loader import resolve
 from tetherbed.simulator.stop_signals import StopSignals
@@ -111,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
         "exploration find it (docs/explore.md)",
     )
     add_target_arguments(parser)
+    add_schedule_arguments(parser)
     return parser
 
 
@@ -152,8 +158,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    refusal = check_schedule_arguments(args, args.backend)
+    if refusal is None and args.replay is not None:
+        refusal = "--replay replays one decision log: use tetherbed run SCENARIO --replay"
+    if refusal is not None:
+        print(f"tetherbed explore: {refusal}", file=sys.stderr)
+        return 2
     with StopSignals() as stop:
-        explorer = Explorer(scenario, args.backend, target, args.strict, stop)
+        explorer = Explorer(
+            scenario, args.backend, target, args.strict, stop, schedule_from_arguments(args)
+        )
         status = _explore(explorer, args)
         if stop.received is not None:
             print(f"tetherbed explore: stopped by {stop.name}", file=sys.stderr)
@@ -276,6 +290,8 @@ def _replay_options(args: argparse.Namespace) -> list[str]:
             options.append("--" + flag)
     for defect in getattr(args, "hub_defect", []):
         options += ["--hub-defect", defect]
+    if getattr(args, "schedule", None) is not None:
+        options += ["--schedule", args.schedule] if args.schedule else ["--schedule"]
     return options
 
 

@@ -21,6 +21,7 @@ from tetherbed.simulator.explore.generator import plan_for
 from tetherbed.simulator.explore.interleaving import fingerprint
 from tetherbed.simulator.explore.plan import Plan
 from tetherbed.simulator.explore.shrink import DEFAULT_BUDGET, Attempt, Shrunk, shrink
+from tetherbed.simulator.proxy.scheduler.options import ScheduleOptions
 from tetherbed.simulator.runner import RunOutcome, run_scenario
 from tetherbed.simulator.scenario import Scenario, parse
 from tetherbed.simulator.stop_signals import StopSignals
@@ -52,6 +53,9 @@ class Explorer:
     target: Target | None = None
     strict: bool = False
     stop: StopSignals | None = None
+    #: On process and docker: the agents' proxies schedule their frames under
+    #: each plan's seed (`--schedule`), so the seed also picks a frame order.
+    schedule: ScheduleOptions | None = None
     #: Seeds run so far, and how many ran along each interleaving.
     runs: int = 0
     seen_interleavings: dict[str, int] = field(default_factory=dict)
@@ -68,6 +72,7 @@ class Explorer:
                 self.stop,
                 target=self.target,
                 strict=self.strict,
+                schedule=self.schedule,
             )
         finally:
             shutil.rmtree(workdir, ignore_errors=True)

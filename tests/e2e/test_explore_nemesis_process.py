@@ -63,14 +63,18 @@ def test_explore_drives_a_third_party_agent(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`tetherbed explore --agent-command` on real processes: the independent
-    minimal agent of tests/third_party, judged from the wire."""
+    minimal agent of tests/third_party, judged from the wire, its frames
+    scheduled by the proxy under the seed."""
     from tests.third_party.targets import MINIMAL_AGENT
     from tetherbed.simulator.explore.cli import main
 
     topology = tmp_path / "third_party.yaml"
     topology.write_text(THIRD_PARTY, encoding="utf-8")
     status = main(
-        [str(topology), "--backend", "process", "--seeds", "1", "--agent-command", MINIMAL_AGENT]
+        [
+            *(str(topology), "--backend", "process", "--seeds", "1"),
+            *("--agent-command", MINIMAL_AGENT, "--schedule", "200ms"),
+        ]
     )
     out = capsys.readouterr().out
     assert status == 0, out

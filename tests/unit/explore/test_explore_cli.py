@@ -24,6 +24,8 @@ def test_seed_ranges() -> None:
         ([str(ROOT / "scenarios" / "partition_race.yaml")], "no `generate:`"),
         ([str(RACE), "--agent-command", "some-agent {hub_url}"], "sim backend runs only"),
         (["no-such-file.yaml"], "No such file"),
+        ([str(RACE), "--schedule"], "on the sim backend --seed alone picks"),
+        ([str(RACE), "--backend", "process", "--replay", "x.jsonl"], "use tetherbed run"),
     ],
 )
 def test_bad_input_is_exit_2(
