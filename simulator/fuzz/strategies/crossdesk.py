@@ -15,7 +15,6 @@ from typing import Any
 
 import msgspec
 from hypothesis import strategies as st
-from msgspec import inspect as mi
 
 from tetherbed.simulator.fuzz.strategies import mutations
 from tetherbed.simulator.fuzz.strategies.from_models import values
@@ -79,10 +78,8 @@ def requests(
 def near_valid_requests(
     method: str, only: tuple[str, ...] | None = None, ids: st.SearchStrategy[int] = request_ids
 ) -> st.SearchStrategy[mutations.Mutant]:
-    info = mi.type_info(REQUEST_MODELS[method])
-    assert isinstance(info, mi.StructType)
     narrowed = tuple(m for m in (only or mutations.MUTATIONS))
-    return mutations.mutants(info, requests(method, ids), narrowed)
+    return mutations.model_mutants(REQUEST_MODELS[method], requests(method, ids), narrowed)
 
 
 def actions(kind: str) -> st.SearchStrategy[dict[str, Any]]:

@@ -21,7 +21,6 @@ from typing import Any
 
 import msgspec
 from hypothesis import strategies as st
-from msgspec import inspect as mi
 
 from tetherbed.simulator.fuzz.strategies import mutations
 from tetherbed.simulator.fuzz.strategies.from_models import json_values, values
@@ -97,9 +96,7 @@ def near_valid_payloads(
     """Payloads of `kind` with one thing broken (the strict model refuses each)."""
     kind = MessageType(kind)
     model = STRICT_MODELS.get(kind, PAYLOAD_MODELS[kind])
-    info = mi.type_info(model)
-    assert isinstance(info, mi.StructType)
-    return mutations.mutants(info, payloads(kind), only)
+    return mutations.model_mutants(model, payloads(kind), only)
 
 
 #: Every message type's valid payloads, built from the models.
