@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from tetherbed.simulator.conformance.environment import TargetUnavailable
 from tetherbed.simulator.conformance.evidence import Evidence
 
 
@@ -105,3 +107,41 @@ class CaseProcess:
 
 class StartFailed(RuntimeError):
     """The target's command could not be started at all."""
+
+
+def findable(program: str) -> bool:
+    """Whether a target's program can be started: on the PATH, or a file."""
+    return shutil.which(program) is not None or Path(program).is_file()
+
+
+async def stop_processes(processes: Sequence[CaseProcess], evidence: Evidence) -> None:
+    """Stop a case's processes, newest first. The log of one that had stopped by itself
+    goes into the evidence as a note: its last words help a person, never a verdict."""
+    for process in reversed(processes):
+        if process.returncode is not None:
+            tail = process.log_tail(12)
+            if tail:
+                evidence.note(process.name, f"its log (diagnostics only):\n{tail}")
+        await process.stop()
+
+
+def start_agent_process(
+    processes: list[CaseProcess],
+    argv: Sequence[str],
+    *,
+    env: dict[str, str],
+    logs: Path,
+    evidence: Evidence,
+    cwd: Path,
+) -> CaseProcess:
+    """A case's next agent process, `agent#N` (its log in `logs`), added to `processes`.
+    A command that cannot start at all makes the target unavailable, not the case failed."""
+    name = f"agent#{len(processes) + 1}"
+    try:
+        process = CaseProcess(
+            name, argv, env=env, log=logs / f"{name}.log", evidence=evidence, cwd=cwd
+        )
+    except StartFailed as exc:
+        raise TargetUnavailable(str(exc)) from None
+    processes.append(process)
+    return process

@@ -26,26 +26,24 @@ _SLOW_CHECKS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.fi
 #: to say which lines it always reaches: minutes on a state machine.
 _PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
 
-CI_SETTINGS = settings(
-    max_examples=60,
-    stateful_step_count=30,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    print_blob=True,
-    phases=_PHASES,
-    suppress_health_check=_SLOW_CHECKS,
-)
-LONG_SETTINGS = settings(
-    max_examples=1000,
-    stateful_step_count=60,
-    deadline=None,
-    derandomize=False,
-    database=None,
-    print_blob=True,
-    phases=_PHASES,
-    suppress_health_check=_SLOW_CHECKS,
-)
+
+def _profile(*, max_examples: int, stateful_step_count: int, derandomize: bool) -> settings:
+    """A profile's settings: its budget and randomness, and what every profile shares
+    (no deadline, no database, the failing blob printed, no `explain`, slow checks off)."""
+    return settings(
+        max_examples=max_examples,
+        stateful_step_count=stateful_step_count,
+        deadline=None,
+        derandomize=derandomize,
+        database=None,
+        print_blob=True,
+        phases=_PHASES,
+        suppress_health_check=_SLOW_CHECKS,
+    )
+
+
+CI_SETTINGS = _profile(max_examples=60, stateful_step_count=30, derandomize=True)
+LONG_SETTINGS = _profile(max_examples=1000, stateful_step_count=60, derandomize=False)
 
 
 def register_profiles() -> None:
@@ -54,6 +52,8 @@ def register_profiles() -> None:
 
 
 def profile_name() -> str:
+    """The profile the environment names (`ci` when unset or empty): the one source of
+    it for the Hypothesis profiles here and the live fuzzers' (`live/profile.py`)."""
     return os.environ.get(PROFILE_VARIABLE, CI) or CI
 
 

@@ -32,7 +32,12 @@ from tetherbed.simulator.conformance.agent.platform import (
 from tetherbed.simulator.conformance.case import Case, Context, Departure
 from tetherbed.simulator.conformance.environment import TargetUnavailable
 from tetherbed.simulator.conformance.evidence import Evidence
-from tetherbed.simulator.conformance.processes import CaseProcess, StartFailed
+from tetherbed.simulator.conformance.processes import (
+    CaseProcess,
+    findable,
+    start_agent_process,
+    stop_processes,
+)
 from tetherbed.simulator.conformance.profiles import Profile
 from tetherbed.simulator.targets import AgentTarget
 from tetherbed.wire.version import CURRENT_TEXT
@@ -160,20 +165,14 @@ class AgentContext(Context):
         environment[SECRET_VARIABLE] = self.secret
         environment.update(self.environment.extra_env)
         environment.update(env or {})
-        name = f"agent#{len(self.processes) + 1}"
-        try:
-            process = CaseProcess(
-                name,
-                argv,
-                env=environment,
-                log=self.workspace.logs / f"{name}.log",
-                evidence=self.evidence,
-                cwd=self.workspace.base,
-            )
-        except StartFailed as exc:
-            raise TargetUnavailable(str(exc)) from None
-        self.processes.append(process)
-        return process
+        return start_agent_process(
+            self.processes,
+            argv,
+            env=environment,
+            logs=self.workspace.logs,
+            evidence=self.evidence,
+            cwd=self.workspace.base,
+        )
 
     async def connect(
         self, policy: AckPolicy | None = None, *, handshake: bool = True, **agent: Any
@@ -233,13 +232,7 @@ class AgentContext(Context):
         return path
 
     async def close(self) -> None:
-        for process in reversed(self.processes):
-            if process.returncode is not None:
-                # It stopped by itself: its last words help a person, never a verdict.
-                tail = process.log_tail(12)
-                if tail:
-                    self.evidence.note(process.name, f"its log (diagnostics only):\n{tail}")
-            await process.stop()
+        await stop_processes(self.processes, self.evidence)
         for cleanup in reversed(self.cleanups):
             await cleanup()
         await self.platform.stop()
@@ -274,7 +267,7 @@ class AgentEnvironment:
     async def start(self) -> None:
         for target in (self.agent, self.control):
             program = (target.command or ("",))[0] if target is not None else None
-            if program and not _findable(program):
+            if program and not findable(program):
                 raise TargetUnavailable(f"cannot find the agent's program {program!r}")
         self._base = Path(tempfile.mkdtemp(prefix="tetherbed-conform-agent-"))
         display = self._display
@@ -327,10 +320,6 @@ def absolute_paths(argv: list[str]) -> list[str]:
         else part
         for part in argv
     ]
-
-
-def _findable(program: str) -> bool:
-    return shutil.which(program) is not None or Path(program).is_file()
 
 
 def _unshare_works() -> bool:

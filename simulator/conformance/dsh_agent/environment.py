@@ -26,7 +26,12 @@ from tetherbed.simulator.conformance.case import Case, Context
 from tetherbed.simulator.conformance.dsh_agent.scripted_hub import ScriptedHub, ServedStream
 from tetherbed.simulator.conformance.environment import TargetUnavailable
 from tetherbed.simulator.conformance.evidence import Evidence
-from tetherbed.simulator.conformance.processes import CaseProcess, StartFailed
+from tetherbed.simulator.conformance.processes import (
+    CaseProcess,
+    findable,
+    start_agent_process,
+    stop_processes,
+)
 from tetherbed.simulator.conformance.profiles import Profile
 from tetherbed.wire.dsh import constants as C
 
@@ -100,16 +105,10 @@ class DshAgentContext(Context):
     def run(self) -> CaseProcess:
         """`CMD run`, in the background until the case ends."""
         argv = [*self.environment.command, "run", *self.environment.run_args]
-        name = f"agent#{len(self.processes) + 1}"
-        try:
-            process = CaseProcess(
-                name, argv, env=self.env(), log=self.folder / f"{name}.log",
-                evidence=self.evidence, cwd=self.work,
-            )  # fmt: skip
-        except StartFailed as exc:
-            raise TargetUnavailable(str(exc)) from None
-        self.processes.append(process)
-        return process
+        return start_agent_process(
+            self.processes, argv, env=self.env(), logs=self.folder, evidence=self.evidence,
+            cwd=self.work,
+        )  # fmt: skip
 
     async def serving(self) -> tuple[CaseProcess, ServedStream]:
         """Enrolled and running: the stream of `run` that got hello."""
@@ -127,12 +126,7 @@ class DshAgentContext(Context):
         return process, stream
 
     async def close(self) -> None:
-        for process in reversed(self.processes):
-            if process.returncode is not None:
-                tail = process.log_tail(12)
-                if tail:
-                    self.evidence.note(process.name, f"its log (diagnostics only):\n{tail}")
-            await process.stop()
+        await stop_processes(self.processes, self.evidence)
         await self.hub.stop()
 
 
@@ -149,7 +143,7 @@ class DshAgentEnvironment:
 
     async def start(self) -> None:
         program = self.command[0]
-        if not _findable(program):
+        if not findable(program):
             raise TargetUnavailable(f"cannot find the agent's program {program!r}")
         self._base = Path(tempfile.mkdtemp(prefix="tetherbed-conform-dsh-agent-"))
 
@@ -173,7 +167,3 @@ class DshAgentEnvironment:
         finally:
             await context.close()
             await asyncio.to_thread(shutil.rmtree, folder, True)
-
-
-def _findable(program: str) -> bool:
-    return shutil.which(program) is not None or Path(program).is_file()

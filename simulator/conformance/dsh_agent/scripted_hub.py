@@ -21,6 +21,7 @@ from aiohttp import web
 
 from tetherbed.simulator.conformance.dsh_hub.http import redact
 from tetherbed.simulator.conformance.evidence import Evidence
+from tetherbed.simulator.conformance.waiting import wait_until
 from tetherbed.wire.dsh import constants as C
 from tetherbed.wire.dsh.credentials import bearer, make_credential
 from tetherbed.wire.dsh.sse import encode_event, encode_retry
@@ -131,16 +132,7 @@ class ScriptedHub:
         self._changed.set()
 
     async def wait(self, condition: Callable[[], Any], timeout: float) -> bool:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not condition():
-            left = deadline - loop.time()
-            if left <= 0:
-                return False
-            self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), min(left, 0.5))
-        return True
+        return await wait_until(self._changed, condition, timeout)
 
     def posts_to(self, route: str, request_id: str | None = None) -> list[Post]:
         return [

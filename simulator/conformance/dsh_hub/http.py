@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 
 from tetherbed.simulator.conformance.evidence import Evidence
+from tetherbed.simulator.conformance.waiting import wait_until
 from tetherbed.wire.dsh.sse import SseDecoder, SseError, SseEvent, SseRetry
 
 #: A credential inside a recorded body, shown by its first characters only.
@@ -226,16 +227,7 @@ class EventStream:
 
     async def wait(self, condition: Any, timeout: float) -> bool:
         """Until `condition()` holds (True) or `timeout` seconds pass (False)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not condition():
-            left = deadline - loop.time()
-            if left <= 0:
-                return False
-            self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), min(left, 0.5))
-        return True
+        return await wait_until(self._changed, condition, timeout)
 
     async def next_event(self, name: str, timeout: float, *, after: int = 0) -> Received | None:
         """The first `name` event at index `after` or later."""

@@ -22,7 +22,6 @@ might execute them, and a fuzzer must not depend on its jail being right. Judged
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import tempfile
 from collections.abc import Sequence
@@ -39,7 +38,7 @@ from tetherbed.simulator.conformance.agent.platform import (
 )
 from tetherbed.simulator.conformance.evidence import Evidence
 from tetherbed.simulator.conformance.processes import CaseProcess
-from tetherbed.simulator.fuzz.live.background import BackgroundLoop, as_sent
+from tetherbed.simulator.fuzz.live.background import BackgroundLoop, OnBackgroundLoop, as_sent
 from tetherbed.simulator.fuzz.live.profile import Profile
 from tetherbed.simulator.fuzz.strategies import local_executor
 from tetherbed.simulator.targets import AgentTarget
@@ -72,7 +71,7 @@ SAFE_KINDS: tuple[str, ...] = tuple(
 ENVELOPE = tuple(m for m in local_executor.ENVELOPE_MUTATIONS if m not in local_executor.COSTLY)
 
 
-class AgentFuzzTarget:
+class AgentFuzzTarget(OnBackgroundLoop):
     kind = "agent"
 
     def __init__(
@@ -88,8 +87,7 @@ class AgentFuzzTarget:
             agent = AgentTarget.from_command([*REFERENCE_DATA, *extra])
         self.agent = agent
         self.profile = profile
-        self.loop = loop or BackgroundLoop()
-        self._own_loop = loop is None
+        super().__init__(loop)
         name = "Tetherbed's agent" if "tetherbed" in " ".join(agent.command or ()) else None
         self.description = name or f"agent `{' '.join((agent.command or ('?',))[:4])}`"
         if defects:
@@ -162,12 +160,6 @@ class AgentFuzzTarget:
             if found.session == self.sessions[name] and found.ack is not None:
                 return found
         return None
-
-    def stop(self) -> None:
-        with contextlib.suppress(Exception):
-            self.loop.run(self._stop(), 60)
-        if self._own_loop:
-            self.loop.close()
 
     async def _stop(self) -> None:
         for process in self.processes.values():

@@ -8,6 +8,7 @@ loop lives for the whole run, so connections and processes outlive one example.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -34,6 +35,29 @@ class BackgroundLoop:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
         if not self.loop.is_running():
+            self.loop.close()
+
+
+class OnBackgroundLoop:
+    """A live target whose peers run on a BackgroundLoop: one it was lent (by a run
+    that shares it), or its own, which it closes when it stops."""
+
+    def __init__(self, loop: BackgroundLoop | None) -> None:
+        self.loop = loop or BackgroundLoop()
+        self._own_loop = loop is None
+
+    def stop(self) -> None:
+        """Run `_stop` on the loop (a failure there still closes the loop), then close
+        the loop if it is this target's own."""
+        with contextlib.suppress(Exception):
+            self.loop.run(self._stop(), 60)
+        self._close_own_loop()
+
+    async def _stop(self) -> None:
+        """What stopping ends: processes, connections, servers."""
+
+    def _close_own_loop(self) -> None:
+        if self._own_loop:
             self.loop.close()
 
 

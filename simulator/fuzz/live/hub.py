@@ -42,7 +42,7 @@ from tetherbed.simulator.conformance.evidence import Evidence
 from tetherbed.simulator.conformance.hub.environment import HubEnvironment, build_timings
 from tetherbed.simulator.conformance.hub.raw_agent import NOT_REQUESTS, RawAgent, default_hello
 from tetherbed.simulator.conformance.recorded_socket import Frame
-from tetherbed.simulator.fuzz.live.background import BackgroundLoop, as_sent
+from tetherbed.simulator.fuzz.live.background import BackgroundLoop, OnBackgroundLoop, as_sent
 from tetherbed.simulator.fuzz.live.profile import Profile
 from tetherbed.simulator.fuzz.live.runner import TargetGone
 from tetherbed.simulator.fuzz.strategies import local_executor
@@ -167,7 +167,7 @@ class _Session:
         self.lost: str | None = None
 
 
-class HubFuzzTarget:
+class HubFuzzTarget(OnBackgroundLoop):
     kind = "hub"
 
     def __init__(
@@ -180,8 +180,7 @@ class HubFuzzTarget:
     ) -> None:
         self.target = target
         self.profile = profile
-        self.loop = loop or BackgroundLoop()
-        self._own_loop = loop is None
+        super().__init__(loop)
         timings, options = build_timings(target.hub.startable, {})
         self.environment = HubEnvironment(
             target,
@@ -207,12 +206,6 @@ class HubFuzzTarget:
         await self.environment.start()
         for name in ("a", "b"):
             self.sessions[name] = await self._open_session(name)
-
-    def stop(self) -> None:
-        with contextlib.suppress(Exception):
-            self.loop.run(self._stop(), 60)
-        if self._own_loop:
-            self.loop.close()
 
     async def _stop(self) -> None:
         for session in self.sessions.values():

@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 from tetherbed.simulator.conformance.evidence import Evidence
 from tetherbed.simulator.conformance.native.peer import Line, NativePeer
-from tetherbed.simulator.fuzz.live.background import BackgroundLoop
+from tetherbed.simulator.fuzz.live.background import BackgroundLoop, OnBackgroundLoop
 from tetherbed.simulator.fuzz.live.profile import Profile
 from tetherbed.simulator.fuzz.strategies import crossdesk, mutations
 from tetherbed.wire import crossdesk as spec
@@ -66,7 +66,7 @@ EXPECTED_CODES: dict[str, frozenset[str]] = {
 ARGUMENT_CODES = frozenset({"INVALID_ARGUMENT", "UNKNOWN_FIELD", "DUPLICATE_REQUEST_ID"})
 
 
-class NativeFuzzTarget:
+class NativeFuzzTarget(OnBackgroundLoop):
     kind = "native"
 
     def __init__(
@@ -86,8 +86,7 @@ class NativeFuzzTarget:
         self.password = password
         self.codes = codes
         self.description = description or f"adapter `{' '.join(self.argv[:6])}`"
-        self.loop = loop or BackgroundLoop()
-        self._own_loop = loop is None
+        super().__init__(loop)
         self.folder = Path(tempfile.mkdtemp(prefix="tetherbed-fuzz-native-"))
         self.evidence = Evidence()
         self.peer: NativePeer | None = None
@@ -122,8 +121,7 @@ class NativeFuzzTarget:
             if peer is not None:
                 with contextlib.suppress(Exception):
                     self.loop.run(peer.stop(), 30)
-        if self._own_loop:
-            self.loop.close()
+        self._close_own_loop()
 
     # --- what is sent ----------------------------------------------------------------------
 

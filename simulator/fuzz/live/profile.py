@@ -6,10 +6,9 @@ overrides the number of examples.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-PROFILE_VARIABLE = "TETHERBED_FUZZ_PROFILE"
+from tetherbed.simulator.fuzz.profiles import PROFILE_VARIABLE, profile_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +30,7 @@ PROFILES = {
 
 def current(name: str | None = None) -> Profile:
     """The profile named, else the one `TETHERBED_FUZZ_PROFILE` names (`ci` by default)."""
-    chosen = name or os.environ.get(PROFILE_VARIABLE) or "ci"
+    chosen = name or profile_name()
     try:
         return PROFILES[chosen]
     except KeyError:

@@ -15,10 +15,10 @@ from typing import Any
 
 import msgspec
 from hypothesis import strategies as st
-from msgspec import inspect as mi
 
 from tetherbed.simulator.fuzz.strategies import mutations
 from tetherbed.simulator.fuzz.strategies.from_models import values
+from tetherbed.simulator.fuzz.strategies.message import FuzzedMessage
 from tetherbed.wire import crossdesk
 from tetherbed.wire.crossdesk_messages import (
     ACTION_MODELS,
@@ -54,42 +54,16 @@ request_ids = st.integers(0, 2**31)
 
 
 @dataclass(frozen=True, slots=True)
-class RequestLine:
+class RequestLine(FuzzedMessage):
     """One line to write to the adapter (newline included), and what it is."""
+
+    NAME = "method"
 
     data: bytes
     method: str
     request_id: int | None
     mutation: str | None = None
     field: str | None = None
-
-    @property
-    def valid(self) -> bool:
-        return self.mutation is None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "data": self.data.decode("utf-8", "surrogateescape"),
-            "method": self.method,
-            "request_id": self.request_id,
-            "mutation": self.mutation,
-            "field": self.field,
-        }
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> RequestLine:
-        return cls(
-            raw["data"].encode("utf-8", "surrogateescape"),
-            raw["method"],
-            raw.get("request_id"),
-            raw.get("mutation"),
-            raw.get("field"),
-        )
-
-    def describe(self) -> str:
-        what = self.mutation or "valid"
-        where = f" ({self.field})" if self.field else ""
-        return f"{self.method or '?'} id={self.request_id!r} {what}{where}, {len(self.data)} bytes"
 
 
 def requests(
@@ -104,10 +78,8 @@ def requests(
 def near_valid_requests(
     method: str, only: tuple[str, ...] | None = None, ids: st.SearchStrategy[int] = request_ids
 ) -> st.SearchStrategy[mutations.Mutant]:
-    info = mi.type_info(REQUEST_MODELS[method])
-    assert isinstance(info, mi.StructType)
     narrowed = tuple(m for m in (only or mutations.MUTATIONS))
-    return mutations.mutants(info, requests(method, ids), narrowed)
+    return mutations.model_mutants(REQUEST_MODELS[method], requests(method, ids), narrowed)
 
 
 def actions(kind: str) -> st.SearchStrategy[dict[str, Any]]:

@@ -18,7 +18,6 @@ from typing import Any
 
 import msgspec
 from hypothesis import strategies as st
-from msgspec import inspect as mi
 
 from tetherbed.simulator.fuzz.strategies import mutations
 from tetherbed.simulator.fuzz.strategies.from_models import values
@@ -125,9 +124,7 @@ def near_valid_bodies(
     name: str, only: tuple[str, ...] | None = None
 ) -> st.SearchStrategy[mutations.Mutant]:
     """Values of the shape `name` with one thing broken."""
-    info = mi.type_info(model_of(SHAPES[name], name))
-    assert isinstance(info, mi.StructType)
-    return mutations.mutants(info, bodies(name), only)
+    return mutations.model_mutants(model_of(SHAPES[name], name), bodies(name), only)
 
 
 #: Every shape's valid values, by name.

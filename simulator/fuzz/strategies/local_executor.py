@@ -21,10 +21,10 @@ from typing import Any
 
 import msgspec
 from hypothesis import strategies as st
-from msgspec import inspect as mi
 
 from tetherbed.simulator.fuzz.strategies import mutations
 from tetherbed.simulator.fuzz.strategies.from_models import json_values, values
+from tetherbed.simulator.fuzz.strategies.message import FuzzedMessage
 from tetherbed.wire.catalog import CONTROL_REQUESTS, DATA_REQUESTS
 from tetherbed.wire.limits import FRAME_LIMIT_BYTES
 from tetherbed.wire.messages import PAYLOAD_MODELS, MessageType
@@ -65,43 +65,16 @@ REQUEST_TYPES: tuple[MessageType, ...] = (*DATA_REQUESTS, *CONTROL_REQUESTS)
 
 
 @dataclass(frozen=True, slots=True)
-class Frame:
+class Frame(FuzzedMessage):
     """One frame to send: its bytes, the type and id it carries, what was broken."""
+
+    NAME = "kind"
 
     data: bytes
     kind: str
     request_id: str | None
     mutation: str | None = None
     field: str | None = None
-
-    @property
-    def valid(self) -> bool:
-        return self.mutation is None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "data": self.data.decode("utf-8", "surrogateescape"),
-            "kind": self.kind,
-            "request_id": self.request_id,
-            "mutation": self.mutation,
-            "field": self.field,
-        }
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> Frame:
-        return cls(
-            raw["data"].encode("utf-8", "surrogateescape"),
-            raw["kind"],
-            raw.get("request_id"),
-            raw.get("mutation"),
-            raw.get("field"),
-        )
-
-    def describe(self) -> str:
-        what = self.mutation or "valid"
-        where = f" ({self.field})" if self.field else ""
-        size = f"{len(self.data)} bytes"
-        return f"{self.kind or '?'} id={self.request_id!r} {what}{where}, {size}"
 
 
 # --- payloads ------------------------------------------------------------------------------
@@ -123,9 +96,7 @@ def near_valid_payloads(
     """Payloads of `kind` with one thing broken (the strict model refuses each)."""
     kind = MessageType(kind)
     model = STRICT_MODELS.get(kind, PAYLOAD_MODELS[kind])
-    info = mi.type_info(model)
-    assert isinstance(info, mi.StructType)
-    return mutations.mutants(info, payloads(kind), only)
+    return mutations.model_mutants(model, payloads(kind), only)
 
 
 #: Every message type's valid payloads, built from the models.

@@ -173,6 +173,17 @@ def mutants(
     return _mutant(t, valid, tuple(names))
 
 
+def model_mutants(
+    model: type,
+    valid: st.SearchStrategy[dict[str, Any]],
+    only: tuple[str, ...] | None = None,
+) -> st.SearchStrategy[Mutant]:
+    """`mutants` of a msgspec struct model, read through its type info."""
+    info = mi.type_info(model)
+    assert isinstance(info, mi.StructType)
+    return mutants(info, valid, only)
+
+
 @st.composite
 def _mutant(
     draw: Callable[[st.SearchStrategy[Any]], Any],
