@@ -58,7 +58,7 @@ from tetherbed.simulator.reports.table import print_table
 from tetherbed.simulator.reports.timeline.render import write_timeline
 from tetherbed.simulator.runner import RunOutcome, replay_command, run_scenario
 from tetherbed.simulator.scenario import Scenario, ScenarioError, load_all, shipped_scenarios
-from tetherbed.simulator.scenario.dsh import uses_dsh
+from tetherbed.simulator.scenario.dsh import reference_parts_only
 from tetherbed.simulator.stop_signals import StopSignals
 from tetherbed.simulator.targets import Target, TargetError
 from tetherbed.simulator.targets.arguments import add_target_arguments, target_from_arguments
@@ -224,12 +224,13 @@ def _run_all(
             only = ", ".join(scenario.backends)
             print(f"  {'skip':<5} {'':12}{scenario.name} (runs on {only} only)", flush=True)
             continue
-        if uses_dsh(scenario.topology) and not target.hub.is_reference:
-            print(
-                f"  {'skip':<5} {'':12}{scenario.name} (dsh-computers: runs against "
-                "Tetherbed's hub only, until targets name a dsh adapter)",
-                flush=True,
-            )
+        why = reference_parts_only(
+            scenario.topology,
+            hub_is_reference=target.hub.is_reference,
+            agent_is_reference=target.agent.is_reference,
+        )
+        if why is not None:
+            print(f"  {'skip':<5} {'':12}{scenario.name} ({why})", flush=True)
             continue
         if args.backend != "sim":  # real time: say what is running while it runs
             print(f"  {'run':<5} {'':12}{scenario.name} ...", flush=True)

@@ -22,7 +22,7 @@ from tetherbed.simulator.explore.seeds import (
 )
 from tetherbed.simulator.proxy.scheduler.arguments import schedule_from_arguments
 from tetherbed.simulator.scenario import Scenario
-from tetherbed.simulator.scenario.dsh import uses_dsh
+from tetherbed.simulator.scenario.dsh import reference_parts_only
 from tetherbed.simulator.stop_signals import StopSignals
 from tetherbed.simulator.targets import Target
 
@@ -72,7 +72,11 @@ def run_seeds(
             break
         if args.backend not in scenario.backends:
             continue
-        if uses_dsh(scenario.topology) and not target.hub.is_reference:
+        if reference_parts_only(
+            scenario.topology,
+            hub_is_reference=target.hub.is_reference,
+            agent_is_reference=target.agent.is_reference,
+        ):
             continue
 
         def progress(run: SeedRun, scenario: Scenario = scenario) -> None:

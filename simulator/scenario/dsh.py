@@ -219,6 +219,23 @@ def uses_dsh(topology: Topology) -> bool:
     )
 
 
+def reference_parts_only(
+    topology: Topology, *, hub_is_reference: bool, agent_is_reference: bool
+) -> str | None:
+    """Why a scenario cannot run against this target (None: it can): the dsh-computers
+    routes need Tetherbed's hub until targets name a dsh adapter, and a control-mode
+    agent runs Tetherbed's agent (a third party's control mode is judged by
+    `tetherbed conform agent --control-command`)."""
+    if uses_dsh(topology) and not hub_is_reference:
+        return "dsh-computers: runs against Tetherbed's hub only, until targets name a dsh adapter"
+    if not agent_is_reference and any(a.control is not None for a in topology.agents.values()):
+        return (
+            "control mode: runs Tetherbed's agent only; a third-party agent's control mode "
+            "is checked by `tetherbed conform agent --control-command`"
+        )
+    return None
+
+
 def context_names(topology: Topology) -> dict[str, list[str]]:
     return {
         "sse_agents": [n for n, a in topology.agents.items() if a.sse],

@@ -120,3 +120,25 @@ def test_exit_codes_are_reference_only_for_someone_elses_agent(tmp_path: Path) -
     )
     assert marked.ok, (marked.step_failure, marked.error)
     assert len(marked.not_applicable) == 1 and "future" in marked.not_applicable[0]
+
+
+def test_a_control_mode_scenario_is_skipped_for_a_third_party_agent(tmp_path: Path) -> None:
+    """Control mode runs Tetherbed's agent; against someone else's agent the run
+    says so and starts nothing, instead of ending in an error."""
+    import subprocess
+
+    from tests.third_party.targets import MINIMAL_AGENT
+
+    root = Path(__file__).resolve().parents[2]
+    scenario = root / "scenarios" / "control_idle_stop_and_restore.yaml"
+    command = [sys.executable, "-m", "tetherbed", "run", str(scenario), "--backend", "process"]
+    done = subprocess.run(
+        [*command, "--agent-command", MINIMAL_AGENT, "--report", str(tmp_path / "report")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "control mode: runs Tetherbed's agent only" in done.stdout
+    assert "tetherbed conform agent --control-command" in done.stdout
