@@ -224,13 +224,13 @@ def _run_all(
             only = ", ".join(scenario.backends)
             print(f"  {'skip':<5} {'':12}{scenario.name} (runs on {only} only)", flush=True)
             continue
-        why = reference_parts_only(
+        needs = reference_parts_only(
             scenario.topology,
             hub_is_reference=target.hub.is_reference,
             agent_is_reference=target.agent.is_reference,
         )
-        if why is not None:
-            print(f"  {'skip':<5} {'':12}{scenario.name} ({why})", flush=True)
+        if needs is not None:
+            print(f"  {'skip':<5} {'':12}{scenario.name} ({needs})", flush=True)
             continue
         if args.backend != "sim":  # real time: say what is running while it runs
             print(f"  {'run':<5} {'':12}{scenario.name} ...", flush=True)
